@@ -1,0 +1,213 @@
+"""TextGameEnv: one game's rules + its text + the action parser, as a PettingZoo AEC env."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from pettingzoo import AECEnv
+
+from spiral_arena.core.actions import InvalidMove
+from spiral_arena.core.game import TextGame
+from spiral_arena.core.observations import CHARSET, OBS_FORMATS, MessageLog
+
+INVALID_MOVE_MODES = ("lose", "retry")
+MAX_OBSERVATION_CHARS = 1_000_000
+MAX_ACTION_CHARS = 4096  # bound of the action space's samples; step() accepts longer text
+
+
+class TextGameEnv(AECEnv):
+    """A two-player (or one-learner) text game.
+
+    Observations are strings; actions are raw model text (reasoning allowed, the last
+    ``\\boxed{}`` or bracketed token is the move). ``infos[agent]["legal_actions"]`` lists the
+    legal bracketed actions when the game has finitely many, so agents never parse prose.
+
+    ``invalid_move="lose"`` (default): an invalid answer ends the game, offender -1, other +1.
+    ``invalid_move="retry"``: the offender is told why and must answer again (human play).
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "is_parallelizable": True, "render_fps": 1}
+
+    def __init__(
+        self,
+        game: TextGame,
+        env_id: str,
+        obs_format: str | None = None,
+        invalid_move: str = "lose",
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        obs_format = obs_format or game.default_obs_format
+        if obs_format not in OBS_FORMATS:
+            raise ValueError(f"obs_format={obs_format!r} is not one of {OBS_FORMATS}")
+        if invalid_move not in INVALID_MOVE_MODES:
+            raise ValueError(f"invalid_move={invalid_move!r} is not one of {INVALID_MOVE_MODES}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode={render_mode!r} is not one of {self.metadata['render_modes']}")
+        self.game = game
+        self.env_id = env_id
+        self.obs_format = obs_format
+        self.invalid_move = invalid_move
+        self.render_mode = render_mode
+        self.metadata = {**self.metadata, "name": env_id}
+        self.possible_agents = list(game.agents)
+        self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
+        self.observation_spaces = {
+            a: gymnasium.spaces.Text(MAX_OBSERVATION_CHARS, charset=CHARSET) for a in game.agents
+        }
+        self.action_spaces = {
+            a: gymnasium.spaces.Text(MAX_ACTION_CHARS, charset=CHARSET) for a in game.agents
+        }
+        self.state_: Any = None
+
+    # -- PettingZoo API -------------------------------------------------------------------
+
+    def observation_space(self, agent: str) -> gymnasium.spaces.Text:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> gymnasium.spaces.Text:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.state_ = self.game.new_state(self.rng)
+        n = len(self.possible_agents)
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self._returns = (0.0,) * n
+        self.log = MessageLog([self.game.prompt(p) for p in range(n)], self.obs_format)
+        for to, text in self.game.start_messages(self.state_):
+            self._post(to, "GAME", text)
+        self._after_move()
+
+    def observe(self, agent: str) -> str:
+        return self.log.observation(self.possible_agents.index(agent))
+
+    def step(self, action: Any) -> None:
+        if not self.agents:
+            raise RuntimeError("the game is over and every agent has stepped out; call reset()")
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        if not isinstance(action, str):
+            raise TypeError(
+                f"{agent} must act with a str (raw model text), got {type(action).__name__}"
+                + (" (None is only for agents whose game is over)" if action is None else "")
+            )
+        state = self.state_
+        player = state.current_player
+        self._cumulative_rewards[agent] = 0.0
+        try:
+            move = self.game.parse(state, action)
+        except InvalidMove as invalid:
+            self._on_invalid(player, invalid.reason)
+            return
+        state.apply(move)
+        for to, text in self.game.move_messages(state, player, move):
+            self._post(to, "GAME", text)
+        self._after_move()
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() called without a render_mode; pass render_mode='ansi'")
+            return None
+        text = self.game.render(self.state_)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        pass
+
+    # -- helpers --------------------------------------------------------------------------
+
+    @property
+    def returns(self) -> tuple[float, ...]:
+        """Total reward of each player since reset (the final result once the game is over)."""
+        return self._returns
+
+    def check_action(self, text: str) -> str | None:
+        """Why ``text`` would be an invalid move for the player to act now, or None if it is fine."""
+        try:
+            self.game.parse(self.state_, text)
+        except InvalidMove as invalid:
+            return invalid.reason
+        return None
+
+    def _post(self, to: int | None, sender: str, text: str) -> None:
+        if to is None:
+            for p in range(len(self.possible_agents)):
+                self.log.post(p, sender, text)
+        else:
+            self.log.post(to, sender, text)
+
+    def _after_move(self) -> None:
+        """Rewards, infos and whose turn it is, after reset or a legal move."""
+        state, game, agents = self.state_, self.game, self.possible_agents
+        if state.is_terminal():
+            self._finish(state.returns())
+            return
+        if game.step_rewards:
+            self._set_rewards(state.returns())
+        else:
+            self.rewards = dict.fromkeys(agents, 0.0)
+        player = state.current_player
+        legal = game.legal_action_strings(state)
+        for i, agent in enumerate(agents):
+            info: dict[str, Any] = {"legal_actions": (legal if i == player else []) if legal is not None else None}
+            if legal is None:
+                info["action_format"] = game.action_format(state) if i == player else ""
+                info["action_examples"] = game.action_examples(state) if i == player else []
+            if game.roles:
+                info["role"] = game.roles[i]
+            self.infos[agent] = info
+        action_line = "Your turn. " + (
+            f"Legal actions: {', '.join(legal)}." if legal is not None else game.action_format(state)
+        )
+        self._post(player, "GAME", f"{game.turn_message(state, player)}\n{action_line}")
+        self.agent_selection = agents[player]
+
+    def _set_rewards(self, returns: tuple[float, ...]) -> None:
+        previous, self._returns = self._returns, returns
+        self.rewards = {a: float(returns[i] - previous[i]) for i, a in enumerate(self.possible_agents)}
+        for a, r in self.rewards.items():
+            self._cumulative_rewards[a] += r
+
+    def _finish(self, returns: tuple[float, ...], extra: dict[str, Any] | None = None) -> None:
+        agents = self.possible_agents
+        self._set_rewards(returns)
+        self.terminations = dict.fromkeys(agents, True)
+        for i, agent in enumerate(agents):
+            info: dict[str, Any] = {"legal_actions": []}
+            if self.game.roles:
+                info["role"] = self.game.roles[i]
+            info.update(extra or {})
+            self.infos[agent] = info
+        reason = self.game.outcome_reason(self.state_) if extra is None else ""
+        summary = ", ".join(f"{self._names[i]} {returns[i]:+g}" for i in range(len(agents)))
+        self._post(None, "GAME", f"Game over. {reason}{' ' if reason else ''}Rewards: {summary}.")
+        # Everyone still holds a (final) observation; agents step out with step(None).
+        current = self.state_.current_player
+        self.agent_selection = agents[(current + 1) % len(agents)] if current >= 0 else agents[0]
+
+    def _on_invalid(self, player: int, reason: str) -> None:
+        agents = self.possible_agents
+        offender = agents[player]
+        if self.invalid_move == "retry":
+            self.rewards = dict.fromkeys(agents, 0.0)
+            self.infos[offender] = {**self.infos[offender], "invalid_move": reason}
+            self._post(player, "GAME", f"Invalid move: {reason}. Try again.")
+            return
+        returns = tuple(-1.0 if i == player else 1.0 for i in range(len(agents)))
+        self._post(None, "GAME", f"{self._names[player]} made an invalid move: {reason}")
+        self._finish(returns, {"offender": offender})
+        self.infos[offender]["invalid_move"] = reason
+        self.agent_selection = offender

@@ -1,0 +1,96 @@
+"""The contract between a game's rules, its text, and the env that glues them.
+
+Rules (a ``State``) know nothing about text: they hold the position, list legal actions as
+plain values, apply them, and report returns. Chance is drawn from the numpy Generator the
+env hands to ``TextGame.new_state``. The ``TextGame`` turns states into prompts and messages
+and turns a player's answer back into a rules action.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+TERMINAL = -1  # current_player of a finished game
+
+
+class State(Protocol):
+    """A game position; mutable, advanced in place by ``apply``."""
+
+    current_player: int
+
+    def legal_actions(self) -> list[Any] | None:
+        """Every legal action as a plain value, or None for free-form games (chat)."""
+
+    def apply(self, action: Any) -> None:
+        """Play a legal action for ``current_player`` (and resolve any chance that follows)."""
+
+    def is_terminal(self) -> bool: ...
+
+    def returns(self) -> tuple[float, ...]:
+        """Reward of each player so far (only the terminal value matters for zero-sum games)."""
+
+
+Message = tuple[int | None, str]  # (recipient player, or None for everyone; text)
+
+
+class TextGame(ABC):
+    """The text layer of one game, holding the game's parameters.
+
+    Subclasses set the class attributes and implement the methods; ``TextGameEnv`` does the rest
+    (turn order, invalid moves, histories, rewards, spaces).
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]  # one line, shown by ``spiral-arena envs``
+    default_obs_format: ClassVar[str]  # the format SPIRAL used for this game
+    agents: ClassVar[tuple[str, ...]] = ("player_0", "player_1")
+    roles: ClassVar[tuple[str, ...] | None] = None  # e.g. ("Deceiver", "Guesser")
+    step_rewards: ClassVar[bool] = False  # True if returns() changes before the end
+
+    @abstractmethod
+    def new_state(self, rng: np.random.Generator) -> State:
+        """A fresh initial state; every chance outcome comes from ``rng``."""
+
+    @abstractmethod
+    def prompt(self, player: int) -> str:
+        """The rules as the player reads them at the start."""
+
+    def start_messages(self, state: State) -> list[Message]:
+        """What players are told right after reset, besides the prompt (e.g. their private card)."""
+        return []
+
+    @abstractmethod
+    def turn_message(self, state: State, player: int) -> str:
+        """What the player to act sees of the position (board, own card, holdings...)."""
+
+    @abstractmethod
+    def parse(self, state: State, text: str) -> Any:
+        """A raw response -> a legal rules action, or raise ``InvalidMove`` with a reason."""
+
+    @abstractmethod
+    def legal_action_strings(self, state: State) -> list[str] | None:
+        """The bracketed legal actions of the player to act, or None for free-text games."""
+
+    def action_format(self, state: State) -> str:
+        """How to write an action; for free-text games, this is the whole grammar."""
+        legal = self.legal_action_strings(state)
+        return f"one of {', '.join(legal)}" if legal else ""
+
+    def action_examples(self, state: State) -> list[str]:
+        """A few well-formed actions valid now, for free-text games (random play, docs)."""
+        return []
+
+    @abstractmethod
+    def move_messages(self, state: State, player: int, action: Any) -> list[Message]:
+        """What players are told after ``player`` played ``action`` (``state`` is after it)."""
+
+    def outcome_reason(self, state: State) -> str:
+        """Why the game ended, for the final message."""
+        return ""
+
+    @abstractmethod
+    def render(self, state: State) -> str:
+        """The position as text, for ``render_mode='ansi'``."""

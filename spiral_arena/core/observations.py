@@ -1,0 +1,42 @@
+"""Per-player message logs and the two observation formats.
+
+``full``: every message the player received since reset, tagged with its sender.
+``first_last``: the rules prompt, the latest message (the current position), nothing else.
+The log lives in the env and is rebuilt on reset, so no history leaks between games.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+OBS_FORMATS = ("full", "first_last")
+CHARSET = string.printable
+_OUTSIDE_CHARSET = re.compile(f"[^{re.escape(CHARSET)}]")
+
+
+def sanitize(text: str) -> str:
+    """Replace characters outside the observation charset, so echoed player text stays in the space."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _OUTSIDE_CHARSET.sub("?", text)
+
+
+class MessageLog:
+    """What each player has been told, kept both as a running text and as the latest message."""
+
+    def __init__(self, prompts: list[str], obs_format: str) -> None:
+        self.obs_format = obs_format
+        self.prompts = prompts
+        self.full = [f"[GAME] {p}" for p in prompts]
+        self.latest = ["" for _ in prompts]
+
+    def post(self, player: int, sender: str, text: str) -> None:
+        line = f"[{sender}] {text}"
+        self.full[player] += "\n\n" + line
+        self.latest[player] = line
+
+    def observation(self, player: int) -> str:
+        if self.obs_format == "full":
+            return self.full[player]
+        return f"{self.prompts[player]}\n\n{self.latest[player]}"

@@ -1,0 +1,222 @@
+"""Kuhn poker over several rounds, with real chip accounting (bets and calls move chips).
+
+Each round: both ante, each gets one of J < Q < K, one betting round on OpenSpiel's tree.
+The opener alternates every round; after the last round the chip leader wins.
+With ``rounds=1, reward="chips"`` this is exactly OpenSpiel's ``kuhn_poker``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from spiral_arena.core.actions import choose
+from spiral_arena.core.game import TERMINAL, Message, TextGame
+
+# ---- rules ------------------------------------------------------------------------------
+
+CHECK, BET, CALL, FOLD = "check", "bet", "call", "fold"
+CARD_NAMES = ("J", "Q", "K")  # index = rank
+DEALS = ((0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1))  # (player 0's card, player 1's card)
+# Round history in OpenSpiel letters: p = check or fold (pass), b = bet or call.
+_PASS_ACTIONS = (CHECK, FOLD)
+_DECIDED = {"pp", "bp", "bb", "pbp", "pbb"}
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    cards: tuple[int, int]
+    history: str  # e.g. "pbb"
+    opener: int
+    winner: int
+    won: int  # chips the winner took from the loser
+    showdown: bool
+
+
+class KuhnPokerState:
+    def __init__(
+        self,
+        rng: np.random.Generator | None,
+        rounds: int = 5,
+        ante: int = 1,
+        opener: int = 0,
+        reward: str = "win",
+        deal: tuple[int, int] | None = None,
+    ) -> None:
+        """``deal`` fixes round 1's cards (exact analysis); later rounds draw from ``rng``.
+
+        ``reward="win"``: +1/-1 to the chip leader, 0/0 when level; ``"chips"``: net chips.
+        """
+        self.rng = rng
+        self.reward = reward
+        self.rounds = rounds
+        self.ante = ante
+        self.round = 1
+        self.opener = opener
+        self.chips = [0, 0]  # net result of each player so far
+        self.results: list[RoundResult] = []
+        self.history = ""
+        self.cards = deal if deal is not None else self._draw()
+        self.current_player = opener
+
+    def _draw(self) -> tuple[int, int]:
+        if self.rng is None:
+            raise ValueError("this state needs an rng to deal cards")
+        return DEALS[int(self.rng.integers(6))]
+
+    def legal_actions(self) -> list[str]:
+        if self.current_player == TERMINAL:
+            return []
+        return [FOLD, CALL] if self.history.endswith("b") else [CHECK, BET]
+
+    def apply(self, action: str) -> None:
+        if action not in self.legal_actions():
+            raise ValueError(f"{action!r} is not legal; legal: {self.legal_actions()}")
+        self.history += "p" if action in _PASS_ACTIONS else "b"
+        if self.history not in _DECIDED:
+            self.current_player = 1 - self.current_player
+            return
+        self._settle_round()
+
+    def _settle_round(self) -> None:
+        h, opener, cards = self.history, self.opener, self.cards
+        if h.endswith("bp"):  # the last player folded to a bet
+            winner, showdown = self.current_player ^ 1, False
+        else:
+            winner, showdown = (0 if cards[0] > cards[1] else 1), True
+        won = self.ante + (1 if h.endswith("bb") else 0)
+        self.chips[winner] += won
+        self.chips[1 - winner] -= won
+        self.results.append(RoundResult(cards, h, opener, winner, won, showdown))
+        if self.round == self.rounds:
+            self.current_player = TERMINAL
+            return
+        self.round += 1
+        self.opener = 1 - opener
+        self.history = ""
+        self.cards = self._draw()
+        self.current_player = self.opener
+
+    def is_terminal(self) -> bool:
+        return self.current_player == TERMINAL
+
+    def returns(self) -> tuple[float, float]:
+        c0, c1 = self.chips
+        if self.reward == "chips":
+            return (float(c0), float(c1))
+        return (0.0, 0.0) if c0 == c1 else ((1.0, -1.0) if c0 > c1 else (-1.0, 1.0))
+
+
+# ---- text -------------------------------------------------------------------------------
+
+PROMPT = """\
+You are Player {me} in Kuhn Poker, a zero-sum card game for two players, played over {rounds} \
+round{s}. The deck has three cards, ranked J (lowest), Q, K (highest).
+Each round, both players put an ante of {ante} chip{ante_s} into the pot and each receives one \
+private card; the third card stays hidden. Then there is one betting round:
+- The opener may [check] (put nothing in) or [bet] (put 1 more chip in).
+- If the opener checked, the other player may [check] (go straight to the showdown) or [bet].
+- A player facing a bet may [call] (put in 1 chip to match, then showdown) or [fold] (give up the \
+pot without showing the card).
+At the showdown the higher card takes the whole pot. Player {first} opens round 1 and the opener \
+alternates every round. Chips carry over from round to round. {goal}
+On your turn, answer with exactly one legal action in square brackets, for example [check]. \
+Anything else is an invalid move and loses the game."""
+
+GOAL = {
+    "win": "After the last round, the player who has won more chips wins the game; equal totals are a draw.",
+    "chips": "Your reward is your net number of chips won or lost over all rounds.",
+}
+_ACTION_TEXT = {CHECK: "checks", BET: "bets", CALL: "calls", FOLD: "folds"}
+_FIRST_PLAYER_CHOICES = (0, 1, "random")
+REWARDS = tuple(GOAL)
+
+
+class KuhnPoker(TextGame):
+    name = "KuhnPoker"
+    description = "Kuhn poker, J/Q/K, several rounds with real chip accounting; chip leader wins."
+    default_obs_format = "full"
+
+    def __init__(self, rounds: int = 5, reward: str = "win", ante: int = 1, first_player: int | str = 0) -> None:
+        if not isinstance(rounds, int) or rounds < 1:
+            raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+        if not isinstance(ante, int) or ante < 1:
+            raise ValueError(f"ante must be a positive integer, got {ante!r}")
+        if first_player not in _FIRST_PLAYER_CHOICES:
+            raise ValueError(f"first_player must be one of {_FIRST_PLAYER_CHOICES}, got {first_player!r}")
+        self.rounds, self.reward, self.ante, self.first_player = rounds, reward, ante, first_player
+
+    def new_state(self, rng: np.random.Generator) -> KuhnPokerState:
+        opener = int(rng.integers(2)) if self.first_player == "random" else self.first_player
+        return KuhnPokerState(rng, self.rounds, self.ante, opener, self.reward)
+
+    def prompt(self, player: int) -> str:
+        first = "0 or 1 (drawn at random)" if self.first_player == "random" else self.first_player
+        return PROMPT.format(
+            me=player,
+            rounds=self.rounds,
+            s="" if self.rounds == 1 else "s",
+            ante=self.ante,
+            ante_s="" if self.ante == 1 else "s",
+            first=first,
+            goal=GOAL[self.reward],
+        )
+
+    def turn_message(self, state: KuhnPokerState, player: int) -> str:
+        pot = 2 * state.ante + state.history.count("b")
+        return (
+            f"Round {state.round} of {state.rounds}. Your card: {CARD_NAMES[state.cards[player]]}. "
+            f"Pot: {pot} chips. Your chips so far: {state.chips[player]:+d}."
+        )
+
+    def legal_action_strings(self, state: KuhnPokerState) -> list[str]:
+        return [f"[{a}]" for a in state.legal_actions()]
+
+    def parse(self, state: KuhnPokerState, text: str) -> str:
+        legal = state.legal_actions()
+        return choose(text, {a: a for a in legal}, [f"[{a}]" for a in legal])
+
+    def move_messages(self, state: KuhnPokerState, player: int, action: str) -> list[Message]:
+        messages: list[Message] = [(None, f"Player {player} {_ACTION_TEXT[action]}.")]
+        if state.history:  # the round goes on
+            return messages
+        r = state.results[-1]
+        if r.showdown:
+            shown = f"Showdown: Player 0 has {CARD_NAMES[r.cards[0]]}, Player 1 has {CARD_NAMES[r.cards[1]]}. "
+        else:
+            shown = f"Player {1 - r.winner} folded. "
+        messages.append(
+            (
+                None,
+                f"{shown}Player {r.winner} wins {r.won} chip{'s' if r.won > 1 else ''} this round. "
+                f"Totals: Player 0 {state.chips[0]:+d}, Player 1 {state.chips[1]:+d}.",
+            )
+        )
+        if not state.is_terminal():
+            messages += self.start_messages(state)
+        return messages
+
+    def start_messages(self, state: KuhnPokerState) -> list[Message]:
+        """Each player's private card at the start of a round."""
+        return [
+            (p, f"Round {state.round} of {state.rounds} begins; Player {state.opener} opens. "
+             f"Your card: {CARD_NAMES[state.cards[p]]}.")
+            for p in (0, 1)
+        ]
+
+    def outcome_reason(self, state: KuhnPokerState) -> str:
+        c0, c1 = state.chips
+        if c0 == c1:
+            return f"After {state.rounds} rounds the chips are level ({c0:+d} each)."
+        leader = 0 if c0 > c1 else 1
+        return f"After {state.rounds} rounds Player {leader} leads on chips ({c0:+d} vs {c1:+d})."
+
+    def render(self, state: KuhnPokerState) -> str:
+        cards = " ".join(CARD_NAMES[c] for c in state.cards)
+        return (
+            f"Round {state.round}/{state.rounds}  cards (P0 P1): {cards}  history: {state.history or '-'}  "
+            f"chips: P0 {state.chips[0]:+d}, P1 {state.chips[1]:+d}"
+        )

@@ -1,0 +1,264 @@
+"""Simple negotiation: two players trade Wood and Gold they value differently, 10 messages in all.
+
+Both start with 10 Wood and 10 Gold; player 0 values Wood 5 / Gold 15, player 1 the reverse.
+Messages are free text carrying at most one ``[Offer: ... -> ...]``, ``[Accept]`` or ``[Deny]``.
+The larger gain in one's own valuation wins; equal gains draw.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from spiral_arena.core.actions import InvalidMove, extract_answer
+from spiral_arena.core.game import TERMINAL, Message, TextGame
+from spiral_arena.core.observations import sanitize
+
+# ---- rules ------------------------------------------------------------------------------
+
+RESOURCES = ("Wood", "Gold")
+START_HOLDINGS = (10, 10)
+VALUES = ((5, 15), (15, 5))  # VALUES[player][resource]
+MAX_ACTIONS = 10
+
+Bundle = tuple[int, int]  # amount of Wood, amount of Gold
+
+
+@dataclass(frozen=True)
+class Offer:
+    proposer: int
+    give: Bundle  # what the proposer hands over
+    ask: Bundle  # what the proposer receives
+
+
+@dataclass(frozen=True)
+class Move:
+    """One message: an optional answer to the pending offer, an optional new offer, the chat text."""
+
+    response: str | None = None  # "accept", "deny" or None
+    offer: Offer | None = None
+    message: str = ""
+
+
+def covers(holdings: list[int], bundle: Bundle) -> bool:
+    return holdings[0] >= bundle[0] and holdings[1] >= bundle[1]
+
+
+class SimpleNegotiationState:
+    def __init__(self) -> None:
+        self.holdings = [list(START_HOLDINGS), list(START_HOLDINGS)]
+        self.pending: Offer | None = None
+        self.actions = 0
+        self.current_player = 0
+        self.last_outcome: str | None = None  # "traded", "cancelled", "denied" or None, for the text
+
+    def legal_actions(self) -> None:
+        return None  # free text; validity is checked by ``check``
+
+    def check(self, move: Move) -> None:
+        """Raise InvalidMove if ``move`` breaks a rule for the player to act."""
+        me = self.current_player
+        pending = self.pending
+        mine = self.holdings[me]
+        if move.response == "accept" and pending is not None:
+            if pending.proposer == me:
+                raise InvalidMove("you cannot accept your own offer")
+            if not covers(mine, pending.ask):
+                raise InvalidMove("you cannot accept: you do not hold what the offer asks of you")
+            if covers(self.holdings[pending.proposer], pending.give):  # the trade will happen first
+                mine = [mine[r] + pending.give[r] - pending.ask[r] for r in (0, 1)]
+        if move.offer is not None and not covers(mine, move.offer.give):
+            raise InvalidMove("you offered more than you hold")
+
+    def apply(self, move: Move) -> None:
+        self.check(move)
+        me, pending = self.current_player, self.pending
+        self.last_outcome = None
+        if pending is not None and pending.proposer != me:
+            if move.response == "accept":
+                proposer = self.holdings[pending.proposer]
+                if covers(proposer, pending.give):
+                    acceptor = self.holdings[me]
+                    for r in (0, 1):
+                        proposer[r] += pending.ask[r] - pending.give[r]
+                        acceptor[r] += pending.give[r] - pending.ask[r]
+                    self.last_outcome = "traded"
+                else:
+                    self.last_outcome = "cancelled"
+                self.pending = None
+            elif move.response == "deny":
+                self.last_outcome = "denied"
+                self.pending = None
+        if move.offer is not None:
+            self.pending = move.offer  # a counter-offer replaces (and so denies) the pending one
+        self.actions += 1
+        self.current_player = TERMINAL if self.actions == MAX_ACTIONS else 1 - me
+
+    def value(self, player: int) -> int:
+        h, v = self.holdings[player], VALUES[player]
+        return h[0] * v[0] + h[1] * v[1]
+
+    def gain(self, player: int) -> int:
+        v = VALUES[player]
+        return self.value(player) - (START_HOLDINGS[0] * v[0] + START_HOLDINGS[1] * v[1])
+
+    def is_terminal(self) -> bool:
+        return self.current_player == TERMINAL
+
+    def returns(self) -> tuple[float, float]:
+        if not self.is_terminal():
+            return (0.0, 0.0)
+        diff = self.gain(0) - self.gain(1)
+        return (0.0, 0.0) if diff == 0 else ((1.0, -1.0) if diff > 0 else (-1.0, 1.0))
+
+
+# ---- text -------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\[([^\[\]]*)\]")
+_OFFER_HEAD = re.compile(r"^\s*offer\b\s*:?\s*", re.IGNORECASE)
+_LEAD_IN = re.compile(r"^(i\s+give|i\s+offer)\s+", re.IGNORECASE)
+_ITEM = re.compile(r"^(\d+)\s+(wood|gold)s?$", re.IGNORECASE)
+_SEPARATOR = re.compile(r"\s*,\s*|\s+and\s+", re.IGNORECASE)
+
+ACTION_FORMAT = (
+    "Write a message (chat is allowed). It may contain one of: [Offer: 3 Wood -> 2 Gold] "
+    "(you give the left side, you ask for the right side), [Accept] (take the offer made to you) "
+    "or [Deny] (reject it)."
+)
+
+PROMPT = """\
+You are Player {me} in a negotiation game, zero-sum for two players. There are two goods, Wood \
+and Gold. You hold 10 Wood and 10 Gold. To you, one Wood is worth {vw} and one Gold is worth {vg}, \
+so your goods are worth 200 now. Your opponent may value them differently and will not tell you.
+The game lasts exactly 10 messages, alternating, Player 0 first, so each player sends 5.
+Every message may contain free chat and at most one of these moves:
+- [Offer: 3 Wood -> 2 Gold] proposes a trade: you give what is left of the arrow and receive what \
+is right of it. Several goods are separated by commas or 'and', e.g. [Offer: 2 Wood, 1 Gold -> 5 Gold].
+- [Accept] accepts the offer your opponent made to you; the trade happens at once.
+- [Deny] rejects it. Making an offer of your own also replaces a pending one.
+Only one offer can be open at a time, and only the player it was made to can accept it.
+When the 10 messages are over, each player's gain is the value of their goods by their own prices \
+minus 200. The player with the larger gain wins; equal gains are a draw.
+Offering goods you do not hold, accepting a trade you cannot pay for, accepting your own offer or \
+writing an offer that cannot be read is an invalid move and loses the game."""
+
+
+def _bundle(side: str, what: str) -> Bundle:
+    side = side.strip().rstrip(".,!?").strip()
+    if not side:
+        raise InvalidMove(f"the offer has nothing on the {what} side")
+    amounts = [0, 0]
+    for item in _SEPARATOR.split(side):
+        m = _ITEM.match(item.strip())
+        if not m or int(m.group(1)) <= 0:
+            raise InvalidMove(f"cannot read {item.strip()!r} in an offer; write items like '3 Wood' or '2 Gold'")
+        amounts[0 if m.group(2).lower() == "wood" else 1] += int(m.group(1))
+    return (amounts[0], amounts[1])
+
+
+def parse_offer(body: str, proposer: int) -> Offer:
+    """The inside of ``[Offer: ...]`` after the word ``Offer``."""
+    body = _LEAD_IN.sub("", body.strip())
+    if body.count("->") != 1:
+        raise InvalidMove("an offer needs exactly one '->' between what you give and what you ask for")
+    give, ask = body.split("->")
+    return Offer(proposer, _bundle(give, "give"), _bundle(ask, "ask"))
+
+
+def describe(bundle: Bundle) -> str:
+    parts = [f"{n} {name}" for n, name in zip(bundle, RESOURCES) if n]
+    return " and ".join(parts) or "nothing"
+
+
+class SimpleNegotiation(TextGame):
+    name = "SimpleNegotiation"
+    description = "Trade Wood and Gold valued differently by each side; 10 messages; larger gain wins."
+    default_obs_format = "full"
+
+    def new_state(self, rng: np.random.Generator) -> SimpleNegotiationState:
+        return SimpleNegotiationState()
+
+    def prompt(self, player: int) -> str:
+        vw, vg = VALUES[player]
+        return PROMPT.format(me=player, vw=vw, vg=vg)
+
+    def parse(self, state: SimpleNegotiationState, text: str) -> Move:
+        message = extract_answer(text)
+        response, offer = None, None
+        for token in _TOKEN.findall(message):
+            word = token.strip().lower()
+            if word in ("accept", "deny"):
+                if response is not None and response != word:
+                    raise InvalidMove("a message cannot both [Accept] and [Deny]")
+                response = word
+            elif _OFFER_HEAD.match(token):
+                if offer is not None:
+                    raise InvalidMove("a message may contain at most one offer")
+                offer = parse_offer(_OFFER_HEAD.sub("", token, count=1), state.current_player)
+        move = Move(response, offer, sanitize(message))
+        state.check(move)
+        return move
+
+    def legal_action_strings(self, state: SimpleNegotiationState) -> None:
+        return None
+
+    def action_format(self, state: SimpleNegotiationState) -> str:
+        return ACTION_FORMAT
+
+    def action_examples(self, state: SimpleNegotiationState) -> list[str]:
+        me = state.current_player
+        mine, theirs = state.holdings[me], state.holdings[1 - me]
+        examples = ["Let us keep talking."]
+        if state.pending is not None and state.pending.proposer != me:
+            examples.append("[Deny]")
+            if covers(mine, state.pending.ask):
+                examples.append("[Accept]")
+        for give_r in (0, 1):
+            for n_give in range(1, min(3, mine[give_r]) + 1):
+                for n_ask in range(1, min(3, theirs[1 - give_r]) + 1):
+                    examples.append(
+                        f"[Offer: {n_give} {RESOURCES[give_r]} -> {n_ask} {RESOURCES[1 - give_r]}]"
+                    )
+        return examples
+
+    def turn_message(self, state: SimpleNegotiationState, player: int) -> str:
+        w, g = state.holdings[player]
+        left = MAX_ACTIONS - state.actions
+        text = f"You hold {w} Wood and {g} Gold (worth {state.value(player)} to you). Messages left in the game: {left}."
+        offer = state.pending
+        if offer is None:
+            return text + " No offer is open."
+        if offer.proposer == player:
+            return text + f" Your open offer: you give {describe(offer.give)} for {describe(offer.ask)}."
+        return (
+            text + f" Open offer to you: Player {offer.proposer} gives {describe(offer.give)} "
+            f"and asks for {describe(offer.ask)}. You may [Accept] or [Deny] it."
+        )
+
+    def move_messages(self, state: SimpleNegotiationState, player: int, move: Move) -> list[Message]:
+        messages: list[Message] = [(None, f"Player {player} says: {move.message}")]
+        outcome = state.last_outcome
+        if outcome == "traded":
+            messages.append((None, f"Player {player} accepted; the trade is done."))
+        elif outcome == "cancelled":
+            messages.append((None, "The trade was cancelled: the proposer no longer holds the goods."))
+        elif outcome == "denied":
+            messages.append((None, f"Player {player} rejected the offer."))
+        if move.offer is not None:
+            o = move.offer
+            messages.append((None, f"Player {player} offers {describe(o.give)} for {describe(o.ask)}."))
+        return messages
+
+    def outcome_reason(self, state: SimpleNegotiationState) -> str:
+        g0, g1 = state.gain(0), state.gain(1)
+        return f"Gains in own valuation: Player 0 {g0:+d}, Player 1 {g1:+d}."
+
+    def render(self, state: SimpleNegotiationState) -> str:
+        (w0, g0), (w1, g1) = state.holdings
+        pending = "none"
+        if state.pending is not None:
+            o = state.pending
+            pending = f"P{o.proposer} gives {describe(o.give)} for {describe(o.ask)}"
+        return f"actions {state.actions}/{MAX_ACTIONS}  P0: {w0} Wood {g0} Gold  P1: {w1} Wood {g1} Gold  offer: {pending}"

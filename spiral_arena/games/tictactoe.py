@@ -1,0 +1,104 @@
+"""Tic-Tac-Toe: 3x3, cells 0-8 row-major, player 0 moves first, three in a row wins."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spiral_arena.core.actions import choose
+from spiral_arena.core.game import TERMINAL, Message, TextGame
+
+# ---- rules ------------------------------------------------------------------------------
+
+LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+EMPTY = -1
+
+
+class TicTacToeState:
+    """Board of 9 cells holding EMPTY or the player index that marked it."""
+
+    def __init__(self) -> None:
+        self.board = [EMPTY] * 9
+        self.current_player = 0
+        self.winner: int | None = None
+        self.moves = 0
+
+    def legal_actions(self) -> list[int]:
+        if self.current_player == TERMINAL:
+            return []
+        return [c for c in range(9) if self.board[c] == EMPTY]
+
+    def apply(self, cell: int) -> None:
+        board, player = self.board, self.current_player
+        if player == TERMINAL or not 0 <= cell < 9 or board[cell] != EMPTY:
+            raise ValueError(f"cell {cell} is not a legal move")
+        board[cell] = player
+        self.moves += 1
+        for a, b, c in LINES:
+            if board[a] == board[b] == board[c] == player and cell in (a, b, c):
+                self.winner = player
+                self.current_player = TERMINAL
+                return
+        self.current_player = TERMINAL if self.moves == 9 else 1 - player
+
+    def is_terminal(self) -> bool:
+        return self.current_player == TERMINAL
+
+    def returns(self) -> tuple[float, float]:
+        if self.winner is None:
+            return (0.0, 0.0)
+        return (1.0, -1.0) if self.winner == 0 else (-1.0, 1.0)
+
+
+# ---- text -------------------------------------------------------------------------------
+
+MARKS = ("O", "X")  # player 0 draws O, as in TextArena
+_CELL_OPTIONS = {str(c): c for c in range(9)}
+_CELL_STRINGS = [f"[{c}]" for c in range(9)]
+
+PROMPT = """\
+You are Player {me} in Tic-Tac-Toe, a zero-sum game for two players. Your mark is '{mark}'; \
+your opponent (Player {other}) plays '{other_mark}'. The board has nine cells, numbered 0 to 8 \
+from left to right and top to bottom:
+ 0 | 1 | 2
+ 3 | 4 | 5
+ 6 | 7 | 8
+Players take turns placing one mark in an empty cell, Player 0 first. The first player with \
+three marks in a row, a column or a diagonal wins; a full board without such a line is a draw.
+On your turn, name the cell in square brackets, for example [4]. Choosing an occupied cell or \
+anything that is not a cell number is an invalid move and loses the game."""
+
+
+class TicTacToe(TextGame):
+    name = "TicTacToe"
+    description = "Tic-Tac-Toe on a 3x3 board; cells 0-8; three in a row wins (no chance)."
+    default_obs_format = "first_last"
+
+    def new_state(self, rng: np.random.Generator) -> TicTacToeState:
+        return TicTacToeState()
+
+    def prompt(self, player: int) -> str:
+        return PROMPT.format(me=player, mark=MARKS[player], other=1 - player, other_mark=MARKS[1 - player])
+
+    def render(self, state: TicTacToeState) -> str:
+        cells = [MARKS[v] if v != EMPTY else str(i) for i, v in enumerate(state.board)]
+        rows = [f" {cells[r]} | {cells[r + 1]} | {cells[r + 2]}" for r in (0, 3, 6)]
+        return "\n---+---+---\n".join(rows)
+
+    def turn_message(self, state: TicTacToeState, player: int) -> str:
+        return f"Board (you are '{MARKS[player]}'; numbers are empty cells):\n{self.render(state)}"
+
+    def legal_action_strings(self, state: TicTacToeState) -> list[str]:
+        return [_CELL_STRINGS[c] for c in state.legal_actions()]
+
+    def parse(self, state: TicTacToeState, text: str) -> int:
+        options = {k: c for k, c in _CELL_OPTIONS.items() if state.board[c] == EMPTY}
+        return choose(text, options, self.legal_action_strings(state))
+
+    def move_messages(self, state: TicTacToeState, player: int, cell: int) -> list[Message]:
+        return [(None, f"Player {player} placed '{MARKS[player]}' on cell {cell}.")]
+
+    def outcome_reason(self, state: TicTacToeState) -> str:
+        final = f"Final board:\n{self.render(state)}\n"
+        if state.winner is None:
+            return final + "The board is full with no line: a draw."
+        return final + f"Player {state.winner} completed a line and wins."
