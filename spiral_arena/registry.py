@@ -7,6 +7,9 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from pettingzoo import ParallelEnv
+from pettingzoo.utils.conversions import turn_based_aec_to_parallel
+
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.core.game import TextGame
 from spiral_arena.games.kuhn_poker import KuhnPoker
@@ -64,3 +67,14 @@ def make(env_id: str, **kwargs: Any) -> TextGameEnv:
     game_kwargs = {**s.defaults, **{k: v for k, v in kwargs.items() if k in allowed}}
     env_kwargs = {k: v for k, v in kwargs.items() if k in ENV_KWARGS}
     return TextGameEnv(s.game(**game_kwargs), env_id, **env_kwargs)
+
+
+def make_parallel(env_id: str, **kwargs: Any) -> ParallelEnv:
+    """The PettingZoo Parallel API view of ``env_id``.
+
+    Turn-based games go through PettingZoo's own ``turn_based_aec_to_parallel`` (only the player
+    to act has an effect each step); games with simultaneous moves resolve both moves at once.
+    """
+    env = make(env_id, **kwargs)
+    parallel = getattr(env.game, "parallel_env", None)
+    return parallel(env) if parallel is not None else turn_based_aec_to_parallel(env)
