@@ -162,10 +162,15 @@ class TextGameEnv(AECEnv):
         player = state.current_player
         legal = game.legal_action_strings(state)
         for i, agent in enumerate(agents):
-            info: dict[str, Any] = {"legal_actions": (legal if i == player else []) if legal is not None else None}
+            acting = i == player
+            info: dict[str, Any] = {
+                "game": game.name,
+                "legal_actions": (legal if acting else []) if legal is not None else None,
+                "view": game.player_view(state, i) if acting else {},
+            }
             if legal is None:
-                info["action_format"] = game.action_format(state) if i == player else ""
-                info["action_examples"] = game.action_examples(state) if i == player else []
+                info["action_format"] = game.action_format(state) if acting else ""
+                info["action_examples"] = game.action_examples(state) if acting else []
             if game.roles:
                 info["role"] = game.roles[i]
             self.infos[agent] = info
@@ -186,7 +191,7 @@ class TextGameEnv(AECEnv):
         self._set_rewards(returns)
         self.terminations = dict.fromkeys(agents, True)
         for i, agent in enumerate(agents):
-            info: dict[str, Any] = {"legal_actions": []}
+            info: dict[str, Any] = {"game": self.game.name, "legal_actions": [], "view": {}}
             if self.game.roles:
                 info["role"] = self.game.roles[i]
             info.update(extra or {})

@@ -79,6 +79,11 @@ class TextGame(ABC):
         legal = self.legal_action_strings(state)
         return f"one of {', '.join(legal)}" if legal else ""
 
+    def player_view(self, state: State, player: int) -> dict[str, Any]:
+        """What ``player`` knows now as plain values (own card, board, holdings...), never more than
+        its observation text says. Scripted agents read this instead of parsing prose."""
+        return {}
+
     def action_examples(self, state: State) -> list[str]:
         """A few well-formed actions valid now, for free-text games (random play, docs)."""
         return []

@@ -172,6 +172,17 @@ class KuhnPoker(TextGame):
             f"Pot: {pot} chips. Your chips so far: {state.chips[player]:+d}."
         )
 
+    def player_view(self, state: KuhnPokerState, player: int) -> dict:
+        """card: own rank (0=J, 1=Q, 2=K); history: this round in p/b letters (OpenSpiel's)."""
+        return {
+            "card": state.cards[player],
+            "history": state.history,
+            "round": state.round,
+            "rounds": state.rounds,
+            "opener": state.opener,
+            "chips": state.chips[player],
+        }
+
     def legal_action_strings(self, state: KuhnPokerState) -> list[str]:
         return [f"[{a}]" for a in state.legal_actions()]
 

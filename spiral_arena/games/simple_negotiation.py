@@ -204,6 +204,16 @@ class SimpleNegotiation(TextGame):
     def legal_action_strings(self, state: SimpleNegotiationState) -> None:
         return None
 
+    def player_view(self, state: SimpleNegotiationState, player: int) -> dict:
+        """holdings and values are (Wood, Gold); pending is the open offer, if any."""
+        o = state.pending
+        return {
+            "holdings": tuple(state.holdings[player]),
+            "values": VALUES[player],
+            "pending": None if o is None else {"proposer": o.proposer, "give": o.give, "ask": o.ask},
+            "actions_left": MAX_ACTIONS - state.actions,
+        }
+
     def action_format(self, state: SimpleNegotiationState) -> str:
         return ACTION_FORMAT
 

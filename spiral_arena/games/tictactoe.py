@@ -87,6 +87,10 @@ class TicTacToe(TextGame):
     def turn_message(self, state: TicTacToeState, player: int) -> str:
         return f"Board (you are '{MARKS[player]}'; numbers are empty cells):\n{self.render(state)}"
 
+    def player_view(self, state: TicTacToeState, player: int) -> dict:
+        """board: 9 cells, -1 empty else the player index; me: your index."""
+        return {"board": list(state.board), "me": player}
+
     def legal_action_strings(self, state: TicTacToeState) -> list[str]:
         return [_CELL_STRINGS[c] for c in state.legal_actions()]
 
