@@ -1,0 +1,89 @@
+"""The ``spiral-arena`` command. Each subcommand imports what it needs when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    from spiral_arena.registry import REGISTRY
+
+    width = max(len(env_id) for env_id in REGISTRY)
+    for env_id, spec in REGISTRY.items():
+        print(f"{env_id:<{width}}  {spec.game.description}")
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from spiral_arena.agents import make_agent
+    from spiral_arena.play import play_game
+    from spiral_arena.registry import make
+
+    specs = [args.p0, args.p1]
+    env = make(args.env_id, render_mode="ansi")
+    specs = specs[: len(env.possible_agents)]
+    agents = [make_agent(s) for s in specs]
+    quiet = args.quiet or "human" in specs
+    totals = [0.0] * len(agents)
+    wins, draws, invalid = [0] * len(agents), 0, [0] * len(agents)
+    for g in range(args.games):
+        seed = None if args.seed is None else args.seed + g
+        record = play_game(env, agents, seed=seed)
+        for i, r in enumerate(record.returns):
+            totals[i] += r
+        best = max(record.returns)
+        if len(agents) == 2 and record.returns[0] == record.returns[1]:
+            draws += 1
+        else:
+            wins[record.returns.index(best)] += 1
+        for name in record.invalid:
+            invalid[env.possible_agents.index(name)] += 1
+        if not quiet:
+            print(f"--- game {g + 1} (seed {seed}) ---")
+            print(env.log.full[0].rsplit("[GAME] ", 1)[-1])
+        elif "human" in specs:
+            print(env.log.full[specs.index("human")].rsplit("[GAME] ", 1)[-1])
+    print(f"\n{args.games} game(s) of {args.env_id}")
+    for i, spec in enumerate(specs):
+        print(
+            f"  {env.possible_agents[i]} ({spec}): wins {wins[i]}, mean reward {totals[i] / args.games:+.3f}, "
+            f"invalid moves {invalid[i]}"
+        )
+    if len(agents) == 2:
+        print(f"  draws: {draws}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spiral-arena", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("envs", help="list the games")
+    p.set_defaults(func=cmd_envs)
+
+    p = sub.add_parser("play", help="play games between two agents (e.g. --p0 human --p1 random)")
+    p.add_argument("env_id")
+    p.add_argument("--p0", default="human", help="agent spec for player_0 (default: human)")
+    p.add_argument("--p1", default="random", help="agent spec for player_1 (default: random)")
+    p.add_argument("--games", type=int, default=1)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.set_defaults(func=cmd_play)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, TypeError) as error:
+        print(f"spiral-arena: error: {error}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, EOFError):
+        print("\nstopped.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
