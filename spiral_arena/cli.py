@@ -41,9 +41,9 @@ def cmd_play(args: argparse.Namespace) -> int:
             invalid[env.possible_agents.index(name)] += 1
         if not quiet:
             print(f"--- game {g + 1} (seed {seed}) ---")
-            print(env.log.full[0].rsplit("[GAME] ", 1)[-1])
+            print(env.log.latest(0).removeprefix("[GAME] "))
         elif "human" in specs:
-            print(env.log.full[specs.index("human")].rsplit("[GAME] ", 1)[-1])
+            print(env.log.latest(specs.index("human")).removeprefix("[GAME] "))
     print(f"\n{args.games} game(s) of {args.env_id}")
     for i, spec in enumerate(specs):
         print(

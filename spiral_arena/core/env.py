@@ -53,6 +53,8 @@ class TextGameEnv(AECEnv):
         self.render_mode = render_mode
         self.metadata = {**self.metadata, "name": env_id}
         self.possible_agents = list(game.agents)
+        self._seat = {a: i for i, a in enumerate(game.agents)}
+        self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
         self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
         self.observation_spaces = {
             a: gymnasium.spaces.Text(MAX_OBSERVATION_CHARS, charset=CHARSET) for a in game.agents
@@ -71,7 +73,8 @@ class TextGameEnv(AECEnv):
         return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
-        self.rng = np.random.default_rng(seed)
+        # Games without chance skip the Generator: creating one costs as much as a whole move.
+        self.rng = np.random.default_rng(seed) if self.game.has_chance else None
         self.state_ = self.game.new_state(self.rng)
         n = len(self.possible_agents)
         self.agents = list(self.possible_agents)
@@ -81,13 +84,13 @@ class TextGameEnv(AECEnv):
         self.truncations = dict.fromkeys(self.agents, False)
         self.infos = {a: {} for a in self.agents}
         self._returns = (0.0,) * n
-        self.log = MessageLog([self.game.prompt(p) for p in range(n)], self.obs_format)
+        self.log = MessageLog(self._prompts, self.obs_format)
         for to, text in self.game.start_messages(self.state_):
             self._post(to, "GAME", text)
         self._after_move()
 
     def observe(self, agent: str) -> str:
-        return self.log.observation(self.possible_agents.index(agent))
+        return self.log.observation(self._seat[agent])
 
     def step(self, action: Any) -> None:
         if not self.agents:
@@ -143,11 +146,12 @@ class TextGameEnv(AECEnv):
         return None
 
     def _post(self, to: int | None, sender: str, text: str) -> None:
+        line = f"[{sender}] {text}"
         if to is None:
-            for p in range(len(self.possible_agents)):
-                self.log.post(p, sender, text)
+            for lines in self.log.lines:
+                lines.append(line)
         else:
-            self.log.post(to, sender, text)
+            self.log.lines[to].append(line)
 
     def _after_move(self) -> None:
         """Rewards, infos and whose turn it is, after reset or a legal move."""
@@ -158,26 +162,28 @@ class TextGameEnv(AECEnv):
         if game.step_rewards:
             self._set_rewards(state.returns())
         else:
-            self.rewards = dict.fromkeys(agents, 0.0)
+            self.rewards = {a: 0.0 for a in agents}
         player = state.current_player
         legal = game.legal_action_strings(state)
+        roles = game.roles
         for i, agent in enumerate(agents):
-            acting = i == player
-            info: dict[str, Any] = {
-                "game": game.name,
-                "legal_actions": (legal if acting else []) if legal is not None else None,
-                "view": game.player_view(state, i) if acting else {},
-            }
-            if legal is None:
-                info["action_format"] = game.action_format(state) if acting else ""
-                info["action_examples"] = game.action_examples(state) if acting else []
-            if game.roles:
-                info["role"] = game.roles[i]
+            if i == player:
+                info: dict[str, Any] = {
+                    "game": game.name,
+                    "legal_actions": legal,
+                    "view": game.player_view(state, i),
+                }
+                if legal is None:
+                    info["action_format"] = action_line = game.action_format(state)
+                    info["action_examples"] = game.action_examples(state)
+                else:
+                    action_line = f"Legal actions: {', '.join(legal)}."
+            else:
+                info = {"game": game.name, "legal_actions": None if legal is None else [], "view": {}}
+            if roles:
+                info["role"] = roles[i]
             self.infos[agent] = info
-        action_line = "Your turn. " + (
-            f"Legal actions: {', '.join(legal)}." if legal is not None else game.action_format(state)
-        )
-        self._post(player, "GAME", f"{game.turn_message(state, player)}\n{action_line}")
+        self.log.post(player, "GAME", f"{game.turn_message(state, player)}\nYour turn. {action_line}")
         self.agent_selection = agents[player]
 
     def _set_rewards(self, returns: tuple[float, ...]) -> None:

@@ -49,9 +49,10 @@ class TextGame(ABC):
     agents: ClassVar[tuple[str, ...]] = ("player_0", "player_1")
     roles: ClassVar[tuple[str, ...] | None] = None  # e.g. ("Deceiver", "Guesser")
     step_rewards: ClassVar[bool] = False  # True if returns() changes before the end
+    has_chance: ClassVar[bool] = True  # False: new_state gets rng=None (no Generator is built)
 
     @abstractmethod
-    def new_state(self, rng: np.random.Generator) -> State:
+    def new_state(self, rng: np.random.Generator | None) -> State:
         """A fresh initial state; every chance outcome comes from ``rng``."""
 
     @abstractmethod

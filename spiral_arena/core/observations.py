@@ -23,20 +23,23 @@ def sanitize(text: str) -> str:
 
 
 class MessageLog:
-    """What each player has been told, kept both as a running text and as the latest message."""
+    """What each player has been told, in order; the full text is joined only when asked for."""
 
     def __init__(self, prompts: list[str], obs_format: str) -> None:
         self.obs_format = obs_format
         self.prompts = prompts
-        self.full = [f"[GAME] {p}" for p in prompts]
-        self.latest = ["" for _ in prompts]
+        self.lines = [[f"[GAME] {p}"] for p in prompts]
 
     def post(self, player: int, sender: str, text: str) -> None:
-        line = f"[{sender}] {text}"
-        self.full[player] += "\n\n" + line
-        self.latest[player] = line
+        self.lines[player].append(f"[{sender}] {text}")
+
+    def full(self, player: int) -> str:
+        return "\n\n".join(self.lines[player])
+
+    def latest(self, player: int) -> str:
+        return self.lines[player][-1]
 
     def observation(self, player: int) -> str:
         if self.obs_format == "full":
-            return self.full[player]
-        return f"{self.prompts[player]}\n\n{self.latest[player]}"
+            return "\n\n".join(self.lines[player])
+        return f"{self.prompts[player]}\n\n{self.lines[player][-1]}"

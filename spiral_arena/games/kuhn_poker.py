@@ -68,7 +68,7 @@ class KuhnPokerState:
     def legal_actions(self) -> list[str]:
         if self.current_player == TERMINAL:
             return []
-        return [FOLD, CALL] if self.history.endswith("b") else [CHECK, BET]
+        return [FOLD, CALL] if self.history[-1:] == "b" else [CHECK, BET]
 
     def apply(self, action: str) -> None:
         if action not in self.legal_actions():
@@ -128,6 +128,8 @@ GOAL = {
     "win": "After the last round, the player who has won more chips wins the game; equal totals are a draw.",
     "chips": "Your reward is your net number of chips won or lost over all rounds.",
 }
+_OPENING = {CHECK: CHECK, BET: BET}
+_FACING_BET = {FOLD: FOLD, CALL: CALL}
 _ACTION_TEXT = {CHECK: "checks", BET: "bets", CALL: "calls", FOLD: "folds"}
 _FIRST_PLAYER_CHOICES = (0, 1, "random")
 REWARDS = tuple(GOAL)
@@ -184,15 +186,16 @@ class KuhnPoker(TextGame):
         }
 
     def legal_action_strings(self, state: KuhnPokerState) -> list[str]:
-        return [f"[{a}]" for a in state.legal_actions()]
+        if state.current_player == TERMINAL:
+            return []
+        return ["[fold]", "[call]"] if state.history[-1:] == "b" else ["[check]", "[bet]"]
 
     def parse(self, state: KuhnPokerState, text: str) -> str:
-        legal = state.legal_actions()
-        return choose(text, {a: a for a in legal}, [f"[{a}]" for a in legal])
+        return choose(text, _FACING_BET if state.history[-1:] == "b" else _OPENING)
 
     def move_messages(self, state: KuhnPokerState, player: int, action: str) -> list[Message]:
         messages: list[Message] = [(None, f"Player {player} {_ACTION_TEXT[action]}.")]
-        if state.history:  # the round goes on
+        if state.history and not state.is_terminal():  # the round goes on (the last one keeps its history)
             return messages
         r = state.results[-1]
         if r.showdown:
@@ -213,17 +216,21 @@ class KuhnPoker(TextGame):
     def start_messages(self, state: KuhnPokerState) -> list[Message]:
         """Each player's private card at the start of a round."""
         return [
-            (p, f"Round {state.round} of {state.rounds} begins; Player {state.opener} opens. "
-             f"Your card: {CARD_NAMES[state.cards[p]]}.")
+            (
+                p,
+                f"Round {state.round} of {state.rounds} begins; Player {state.opener} opens. "
+                f"Your card: {CARD_NAMES[state.cards[p]]}.",
+            )
             for p in (0, 1)
         ]
 
     def outcome_reason(self, state: KuhnPokerState) -> str:
         c0, c1 = state.chips
+        played = f"After {state.rounds} round{'' if state.rounds == 1 else 's'}"
         if c0 == c1:
-            return f"After {state.rounds} rounds the chips are level ({c0:+d} each)."
+            return f"{played} the chips are level ({c0:+d} each)."
         leader = 0 if c0 > c1 else 1
-        return f"After {state.rounds} rounds Player {leader} leads on chips ({c0:+d} vs {c1:+d})."
+        return f"{played} Player {leader} leads on chips ({c0:+d} vs {c1:+d})."
 
     def render(self, state: KuhnPokerState) -> str:
         cards = " ".join(CARD_NAMES[c] for c in state.cards)

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spiral_arena.core.actions import InvalidMove, extract_answer
+from spiral_arena.core.actions import InvalidMove, excerpt, extract_answer
 from spiral_arena.core.game import TERMINAL, Message, TextGame
-from spiral_arena.core.observations import sanitize
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -65,10 +64,11 @@ class SimpleNegotiationState:
         if move.response == "accept" and pending is not None:
             if pending.proposer == me:
                 raise InvalidMove("you cannot accept your own offer")
-            if not covers(mine, pending.ask):
-                raise InvalidMove("you cannot accept: you do not hold what the offer asks of you")
-            if covers(self.holdings[pending.proposer], pending.give):  # the trade will happen first
-                mine = [mine[r] + pending.give[r] - pending.ask[r] for r in (0, 1)]
+            # A proposer who is short cancels the trade without penalty, even if the acceptor is short too.
+            if covers(self.holdings[pending.proposer], pending.give):
+                if not covers(mine, pending.ask):
+                    raise InvalidMove("you cannot accept: you do not hold what the offer asks of you")
+                mine = [mine[r] + pending.give[r] - pending.ask[r] for r in (0, 1)]  # the trade happens first
         if move.offer is not None and not covers(mine, move.offer.give):
             raise InvalidMove("you offered more than you hold")
 
@@ -120,7 +120,11 @@ _TOKEN = re.compile(r"\[([^\[\]]*)\]")
 _OFFER_HEAD = re.compile(r"^\s*offer\b\s*:?\s*", re.IGNORECASE)
 _LEAD_IN = re.compile(r"^(i\s+give|i\s+offer)\s+", re.IGNORECASE)
 _ITEM = re.compile(r"^(\d+)\s+(wood|gold)s?$", re.IGNORECASE)
-_SEPARATOR = re.compile(r"\s*,\s*|\s+and\s+", re.IGNORECASE)
+_SEPARATOR = re.compile(r" ?, ?| and ", re.IGNORECASE)  # applied after whitespace is normalised
+# Nobody ever holds more than 20 of a good; the bound keeps int() within Python's digit limit.
+_MAX_AMOUNT_DIGITS = 9
+# Chat is echoed to both players; the bound keeps the observation within its space.
+MAX_CHAT_CHARS = 4096
 
 ACTION_FORMAT = (
     "Write a message (chat is allowed). It may contain one of: [Offer: 3 Wood -> 2 Gold] "
@@ -151,16 +155,18 @@ def _bundle(side: str, what: str) -> Bundle:
         raise InvalidMove(f"the offer has nothing on the {what} side")
     amounts = [0, 0]
     for item in _SEPARATOR.split(side):
-        m = _ITEM.match(item.strip())
+        m = _ITEM.match(item)
+        if m and len(m.group(1).lstrip("0")) > _MAX_AMOUNT_DIGITS:
+            raise InvalidMove(f"the amount in '{excerpt(item)}' is too large; only 20 of each good exist")
         if not m or int(m.group(1)) <= 0:
-            raise InvalidMove(f"cannot read {item.strip()!r} in an offer; write items like '3 Wood' or '2 Gold'")
+            raise InvalidMove(f"cannot read '{excerpt(item)}' in an offer; write items like '3 Wood' or '2 Gold'")
         amounts[0 if m.group(2).lower() == "wood" else 1] += int(m.group(1))
     return (amounts[0], amounts[1])
 
 
 def parse_offer(body: str, proposer: int) -> Offer:
     """The inside of ``[Offer: ...]`` after the word ``Offer``."""
-    body = _LEAD_IN.sub("", body.strip())
+    body = _LEAD_IN.sub("", " ".join(body.split()))
     if body.count("->") != 1:
         raise InvalidMove("an offer needs exactly one '->' between what you give and what you ask for")
     give, ask = body.split("->")
@@ -168,7 +174,7 @@ def parse_offer(body: str, proposer: int) -> Offer:
 
 
 def describe(bundle: Bundle) -> str:
-    parts = [f"{n} {name}" for n, name in zip(bundle, RESOURCES) if n]
+    parts = [f"{n} {name}" for n, name in zip(bundle, RESOURCES, strict=True) if n]
     return " and ".join(parts) or "nothing"
 
 
@@ -176,8 +182,9 @@ class SimpleNegotiation(TextGame):
     name = "SimpleNegotiation"
     description = "Trade Wood and Gold valued differently by each side; 10 messages; larger gain wins."
     default_obs_format = "full"
+    has_chance = False
 
-    def new_state(self, rng: np.random.Generator) -> SimpleNegotiationState:
+    def new_state(self, rng: np.random.Generator | None) -> SimpleNegotiationState:
         return SimpleNegotiationState()
 
     def prompt(self, player: int) -> str:
@@ -197,7 +204,7 @@ class SimpleNegotiation(TextGame):
                 if offer is not None:
                     raise InvalidMove("a message may contain at most one offer")
                 offer = parse_offer(_OFFER_HEAD.sub("", token, count=1), state.current_player)
-        move = Move(response, offer, sanitize(message))
+        move = Move(response, offer, excerpt(message, MAX_CHAT_CHARS))
         state.check(move)
         return move
 
@@ -228,15 +235,15 @@ class SimpleNegotiation(TextGame):
         for give_r in (0, 1):
             for n_give in range(1, min(3, mine[give_r]) + 1):
                 for n_ask in range(1, min(3, theirs[1 - give_r]) + 1):
-                    examples.append(
-                        f"[Offer: {n_give} {RESOURCES[give_r]} -> {n_ask} {RESOURCES[1 - give_r]}]"
-                    )
+                    examples.append(f"[Offer: {n_give} {RESOURCES[give_r]} -> {n_ask} {RESOURCES[1 - give_r]}]")
         return examples
 
     def turn_message(self, state: SimpleNegotiationState, player: int) -> str:
         w, g = state.holdings[player]
         left = MAX_ACTIONS - state.actions
-        text = f"You hold {w} Wood and {g} Gold (worth {state.value(player)} to you). Messages left in the game: {left}."
+        text = (
+            f"You hold {w} Wood and {g} Gold (worth {state.value(player)} to you). Messages left in the game: {left}."
+        )
         offer = state.pending
         if offer is None:
             return text + " No offer is open."
@@ -271,4 +278,6 @@ class SimpleNegotiation(TextGame):
         if state.pending is not None:
             o = state.pending
             pending = f"P{o.proposer} gives {describe(o.give)} for {describe(o.ask)}"
-        return f"actions {state.actions}/{MAX_ACTIONS}  P0: {w0} Wood {g0} Gold  P1: {w1} Wood {g1} Gold  offer: {pending}"
+        return (
+            f"actions {state.actions}/{MAX_ACTIONS}  P0: {w0} Wood {g0} Gold  P1: {w1} Wood {g1} Gold  offer: {pending}"
+        )

@@ -10,6 +10,7 @@ from spiral_arena.core.game import TERMINAL, Message, TextGame
 # ---- rules ------------------------------------------------------------------------------
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+LINES_THROUGH = tuple(tuple(line for line in LINES if cell in line) for cell in range(9))
 EMPTY = -1
 
 
@@ -33,8 +34,8 @@ class TicTacToeState:
             raise ValueError(f"cell {cell} is not a legal move")
         board[cell] = player
         self.moves += 1
-        for a, b, c in LINES:
-            if board[a] == board[b] == board[c] == player and cell in (a, b, c):
+        for a, b, c in LINES_THROUGH[cell]:
+            if board[a] == board[b] == board[c]:
                 self.winner = player
                 self.current_player = TERMINAL
                 return
@@ -52,8 +53,9 @@ class TicTacToeState:
 # ---- text -------------------------------------------------------------------------------
 
 MARKS = ("O", "X")  # player 0 draws O, as in TextArena
-_CELL_OPTIONS = {str(c): c for c in range(9)}
+_CELL_KEYS = [str(c) for c in range(9)]
 _CELL_STRINGS = [f"[{c}]" for c in range(9)]
+_BOARD = " {} | {} | {}\n---+---+---\n {} | {} | {}\n---+---+---\n {} | {} | {}"
 
 PROMPT = """\
 You are Player {me} in Tic-Tac-Toe, a zero-sum game for two players. Your mark is '{mark}'; \
@@ -72,17 +74,17 @@ class TicTacToe(TextGame):
     name = "TicTacToe"
     description = "Tic-Tac-Toe on a 3x3 board; cells 0-8; three in a row wins (no chance)."
     default_obs_format = "first_last"
+    has_chance = False
 
-    def new_state(self, rng: np.random.Generator) -> TicTacToeState:
+    def new_state(self, rng: np.random.Generator | None) -> TicTacToeState:
         return TicTacToeState()
 
     def prompt(self, player: int) -> str:
         return PROMPT.format(me=player, mark=MARKS[player], other=1 - player, other_mark=MARKS[1 - player])
 
     def render(self, state: TicTacToeState) -> str:
-        cells = [MARKS[v] if v != EMPTY else str(i) for i, v in enumerate(state.board)]
-        rows = [f" {cells[r]} | {cells[r + 1]} | {cells[r + 2]}" for r in (0, 3, 6)]
-        return "\n---+---+---\n".join(rows)
+        c = [MARKS[v] if v != EMPTY else _CELL_KEYS[i] for i, v in enumerate(state.board)]
+        return _BOARD.format(*c)
 
     def turn_message(self, state: TicTacToeState, player: int) -> str:
         return f"Board (you are '{MARKS[player]}'; numbers are empty cells):\n{self.render(state)}"
@@ -92,11 +94,12 @@ class TicTacToe(TextGame):
         return {"board": list(state.board), "me": player}
 
     def legal_action_strings(self, state: TicTacToeState) -> list[str]:
-        return [_CELL_STRINGS[c] for c in state.legal_actions()]
+        board = state.board
+        return [_CELL_STRINGS[c] for c in range(9) if board[c] == EMPTY]
 
     def parse(self, state: TicTacToeState, text: str) -> int:
-        options = {k: c for k, c in _CELL_OPTIONS.items() if state.board[c] == EMPTY}
-        return choose(text, options, self.legal_action_strings(state))
+        board = state.board
+        return choose(text, {_CELL_KEYS[c]: c for c in range(9) if board[c] == EMPTY})
 
     def move_messages(self, state: TicTacToeState, player: int, cell: int) -> list[Message]:
         return [(None, f"Player {player} placed '{MARKS[player]}' on cell {cell}.")]
