@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Everything the test suite needs on a fresh machine, then the suite. Used by the README and .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e '.[dev]'
+.venv/bin/ruff check .
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+fi
+exit "$rc"

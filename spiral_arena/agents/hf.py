@@ -1,0 +1,78 @@
+"""A local transformers causal LM as a player (``hf:PATH``): chat template, batched sampling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spiral_arena.agents.base import BaseAgent
+from spiral_arena.agents.prompting import single_turn_prompt
+
+
+class HFAgent(BaseAgent):
+    """Generates one reply per observation; ``act_batch`` runs one left-padded ``generate`` call.
+
+    The prompt is one user turn (framing, observation, answer instruction) through the model's
+    chat template, as in SPIRAL. ``temperature=0`` decodes greedily. Sampling uses torch's global
+    generator, reseeded by ``reset(seed)``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        device: str | None = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 256,
+        seed: int | None = None,
+    ) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as error:
+            raise ImportError("hf: agents need the train extra: pip install 'spiral-arena[train]'") from error
+        self.torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
+        except OSError as error:
+            raise ValueError(f"hf:{path} is not a transformers model directory: {error}") from error
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        if seed is not None:
+            self.torch.manual_seed(seed)
+
+    def prompt_text(self, observation: str) -> str:
+        messages = [{"role": "user", "content": single_turn_prompt(observation)}]
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        return self.act_batch([observation], [info])[0]
+
+    def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[str]:
+        if not observations:
+            return []
+        batch = self.tokenizer(
+            [self.prompt_text(o) for o in observations], return_tensors="pt", padding=True, add_special_tokens=False
+        ).to(self.device)
+        sampling = (
+            {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+            if self.temperature > 0
+            else {"do_sample": False}
+        )
+        with self.torch.no_grad():
+            out = self.model.generate(
+                **batch,
+                max_new_tokens=self.max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+                **sampling,
+            )
+        new_tokens = out[:, batch["input_ids"].shape[1] :]
+        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)

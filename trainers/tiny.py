@@ -1,0 +1,95 @@
+"""The tiny default model: a small Qwen3-architecture causal LM and a tokenizer built here.
+
+Nothing is downloaded. The tokenizer is a byte-level BPE trained on text from our own games
+(prompts, observations and answers), so every string round-trips exactly through encode/decode
+and the env's parser sees what the model wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def game_corpus(env_ids: Iterable[str], games_per_env: int = 50, seed: int = 0) -> list[str]:
+    """Observations and well-formed answers from random play, the text the model will meet."""
+    from spiral_arena import make
+    from spiral_arena.agents import RandomAgent
+    from spiral_arena.agents.prompting import single_turn_prompt
+
+    texts: list[str] = []
+    for env_id in env_ids:
+        env = make(env_id)
+        agent = RandomAgent(seed)
+        for g in range(games_per_env):
+            env.reset(seed=seed + g)
+            for name in env.agent_iter():
+                obs, _, term, trunc, info = env.last()
+                if term or trunc:
+                    env.step(None)
+                    continue
+                action = agent.act(obs, info)
+                texts += [single_turn_prompt(obs), f"The move is \\boxed{{{action}}}"]
+                env.step(action)
+    return texts
+
+
+def build_tokenizer(texts: list[str], vocab_size: int = 1024):
+    """A byte-level BPE tokenizer with ChatML markers, as a transformers fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def build_model(vocab_size: int, hidden_size: int = 64, layers: int = 2, heads: int = 4, seed: int = 0):
+    """A randomly initialised Qwen3ForCausalLM of a few hundred thousand parameters."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        head_dim=hidden_size // heads,
+        max_position_embeddings=8192,
+        tie_word_embeddings=False,
+    )
+    return Qwen3ForCausalLM(config)
+
+
+def create_tiny(path: str | Path, env_ids: Iterable[str] = ("KuhnPoker-v0", "TicTacToe-v0"), seed: int = 0) -> Path:
+    """Write a fresh tiny model and its tokenizer to ``path`` (loadable with from_pretrained)."""
+    path = Path(path)
+    tokenizer = build_tokenizer(game_corpus(env_ids, seed=seed))
+    model = build_model(len(tokenizer), seed=seed)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
