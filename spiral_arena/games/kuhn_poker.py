@@ -128,6 +128,14 @@ GOAL = {
     "win": "After the last round, the player who has won more chips wins the game; equal totals are a draw.",
     "chips": "Your reward is your net number of chips won or lost over all rounds.",
 }
+# What happened so far this round, by history and opener; the private card comes last, right before the
+# answer, where a small model attends to it best.
+_SO_FAR = {
+    "": ("You open.", "You open."),
+    "p": ("Player 0 checked.", "Player 1 checked."),
+    "b": ("Player 0 bet.", "Player 1 bet."),
+    "pb": ("You checked, then Player 1 bet.", "You checked, then Player 0 bet."),
+}
 _OPENING = {CHECK: CHECK, BET: BET}
 _FACING_BET = {FOLD: FOLD, CALL: CALL}
 _ACTION_TEXT = {CHECK: "checks", BET: "bets", CALL: "calls", FOLD: "folds"}
@@ -170,8 +178,9 @@ class KuhnPoker(TextGame):
     def turn_message(self, state: KuhnPokerState, player: int) -> str:
         pot = 2 * state.ante + state.history.count("b")
         return (
-            f"Round {state.round} of {state.rounds}. Your card: {CARD_NAMES[state.cards[player]]}. "
-            f"Pot: {pot} chips. Your chips so far: {state.chips[player]:+d}."
+            f"Round {state.round} of {state.rounds}, you are Player {player}. {_SO_FAR[state.history][state.opener]} "
+            f"Pot: {pot} chips. Your chips so far: {state.chips[player]:+d}. "
+            f"Your card: {CARD_NAMES[state.cards[player]]}."
         )
 
     def player_view(self, state: KuhnPokerState, player: int) -> dict:
