@@ -13,8 +13,12 @@ from pettingzoo.utils.conversions import turn_based_aec_to_parallel
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.core.game import TextGame
 from spiral_arena.games.kuhn_poker import KuhnPoker
+from spiral_arena.games.liars_dice import LiarsDice
+from spiral_arena.games.pig_dice import PigDice
 from spiral_arena.games.simple_negotiation import SimpleNegotiation
+from spiral_arena.games.snake import Snake
 from spiral_arena.games.tictactoe import TicTacToe
+from spiral_arena.games.truth_and_deception import TruthAndDeception
 
 ENV_KWARGS = ("obs_format", "invalid_move", "render_mode")
 
@@ -37,6 +41,10 @@ REGISTRY: dict[str, EnvSpec] = {
         EnvSpec("TicTacToe-v0", TicTacToe),
         EnvSpec("KuhnPoker-v0", KuhnPoker),
         EnvSpec("SimpleNegotiation-v0", SimpleNegotiation),
+        EnvSpec("Snake-v0", Snake),
+        EnvSpec("PigDice-v0", PigDice),
+        EnvSpec("LiarsDice-v0", LiarsDice),
+        EnvSpec("TruthAndDeception-v0", TruthAndDeception),
     )
 }
 
