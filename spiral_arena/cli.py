@@ -55,6 +55,26 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from spiral_arena.serve import serve
+
+    # The token may come from the environment, which keeps it out of the process list.
+    api_key = args.api_key or os.environ.get("SPIRAL_ARENA_SERVE_KEY") or None
+    serve(args.agent, host=args.host, port=args.port, api_key=api_key)
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from trainers.config import from_arguments
+    from trainers.loop import train
+
+    run_dir = train(from_arguments(args))
+    print(f"run written to {run_dir}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spiral-arena", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,16 +90,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("serve", help="serve an agent as an OpenAI-compatible chat endpoint (/v1/chat/completions)")
+    p.add_argument("--agent", required=True, help="agent spec, e.g. random, expert, gemini:MODEL")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", default=None, help="require this bearer token (default: $SPIRAL_ARENA_SERVE_KEY)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("train", help="self-play RL with RAE (no arguments: the tiny CPU recipe)")
+    from trainers.config import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=cmd_train)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from spiral_arena.agents.api import APIError
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except (ValueError, TypeError) as error:
         print(f"spiral-arena: error: {error}", file=sys.stderr)
         return 2
+    except APIError as error:  # already free of keys
+        print(f"spiral-arena: error: {error}", file=sys.stderr)
+        return 1
     except (KeyboardInterrupt, EOFError):
         print("\nstopped.", file=sys.stderr)
         return 130

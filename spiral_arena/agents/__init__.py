@@ -1,25 +1,146 @@
-"""Players: the Agent protocol, the built-in agents, and ``make_agent(spec)``."""
+"""Players: the Agent protocol, the built-in agents, and ``make_agent(spec)``.
+
+One spec grammar is used everywhere (CLI, leaderboard, trainer opponents):
+``random``, ``expert``, ``human``, ``hf:PATH``, ``PROVIDER:MODEL`` for the API providers
+(``openai``, ``gemini``, ``mistral``, ``openrouter``), and ``PROVIDER:MODEL@URL`` to send a
+provider's requests to any OpenAI-compatible server. Specs never carry keys: API keys come from
+keyword arguments or environment variables only.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from spiral_arena.agents.api import PROVIDERS, APIAgent, APIError, safe_url
 from spiral_arena.agents.base import Agent, BaseAgent
 from spiral_arena.agents.human import HumanAgent
 from spiral_arena.agents.random_agent import RandomAgent
 
-SPEC_FORMS = ("random", "human")
+SIMPLE_KINDS = ("random", "expert", "human")
+SPEC_FORMS = (
+    *SIMPLE_KINDS,
+    "hf:PATH",
+    *(f"{name}:MODEL" for name in PROVIDERS),
+    "PROVIDER:MODEL@URL (any OpenAI-compatible server, e.g. openai:MODEL@http://127.0.0.1:8000/v1)",
+)
+_URL_START = re.compile(r"@(?=[A-Za-z][A-Za-z0-9+.-]*://)")  # the '@' that opens a base URL
+_USERINFO = re.compile(r"//[^/@\s]*@")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A parsed spec: ``kind`` (random, expert, human, hf or a provider), the model id or path,
+    and the base URL override of API specs."""
+
+    kind: str
+    target: str | None = None
+    base_url: str | None = None
+
+    def __str__(self) -> str:
+        text = self.kind if self.target is None else f"{self.kind}:{self.target}"
+        return text if self.base_url is None else f"{text}@{self.base_url}"
+
+
+def _masked(spec: str) -> str:
+    """A spec as it may appear in an error message: URL credentials hidden."""
+    return _USERINFO.sub("//***@", spec)
+
+
+def _unknown(spec: str) -> ValueError:
+    return ValueError(f"unknown agent spec {_masked(spec)!r}; valid forms: {', '.join(SPEC_FORMS)}")
+
+
+def parse_spec(spec: str) -> AgentSpec:
+    """Split a spec into its parts, or raise ValueError saying what is wrong and what is valid.
+
+    Model ids may contain ':' and '/' (``openrouter:google/gemini-2.5-flash-lite``,
+    ``openrouter:meta-llama/llama-3.3-8b-instruct:free``) and even '@' when no URL follows it.
+    """
+    text = spec.strip()
+    if text in SIMPLE_KINDS:
+        return AgentSpec(text)
+    kind, sep, rest = text.partition(":")
+    if not sep or kind not in (*PROVIDERS, "hf"):
+        raise _unknown(spec)
+    if not rest:
+        what = "path" if kind == "hf" else "model id"
+        raise ValueError(f"agent spec {_masked(spec)!r} needs a {what} after '{kind}:'")
+    if kind == "hf":  # a path or hub id; '@' belongs to it
+        return AgentSpec(kind, rest)
+    match = _URL_START.search(rest)
+    if match is None:
+        _, at, tail = rest.rpartition("@")
+        if at and ("/" in tail or ":" in tail):
+            raise ValueError(
+                f"the base URL in agent spec {_masked(spec)!r} needs http:// or https://, "
+                f"e.g. {kind}:MODEL@http://127.0.0.1:8000/v1"
+            )
+        return AgentSpec(kind, rest)
+    model, url = rest[: match.start()], rest[match.end() :]
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"the base URL in agent spec {_masked(spec)!r} must be an http:// or https:// URL with a host")
+    if not model:
+        raise ValueError(f"agent spec {_masked(spec)!r} needs a model id before '@'")
+    return AgentSpec(kind, model, url)
+
+
+def redacted(spec: str) -> str:
+    """The spec in a form safe to store or show: a base URL loses credentials and query."""
+    parsed = parse_spec(spec)
+    if parsed.base_url is None:
+        return str(parsed)
+    return str(AgentSpec(parsed.kind, parsed.target, safe_url(parsed.base_url)))
+
+
+def describe(agent: str | Agent) -> str:
+    """A label for an agent or spec that is safe to store (no keys, no URL credentials)."""
+    if isinstance(agent, str):
+        return redacted(agent)
+    spec = getattr(agent, "spec", None)
+    if isinstance(spec, str):
+        return redacted(spec)
+    name = type(agent).__name__
+    return name.removesuffix("Agent").lower() or name
 
 
 def make_agent(spec: str | Agent, **kwargs: Any) -> Agent:
-    """An agent from a spec string (``"random"``, ``"human"``), or the agent itself."""
+    """An agent from a spec string, or the agent itself; kwargs go to the agent's constructor
+    (``seed`` for random; ``temperature``, ``max_tokens``, ``api_key``... for API specs)."""
     if not isinstance(spec, str):
         return spec
-    if spec == "random":
+    parsed = parse_spec(spec)
+    if parsed.kind == "random":
         return RandomAgent(**kwargs)
-    if spec == "human":
+    if parsed.kind == "human":
         return HumanAgent(**kwargs)
-    raise ValueError(f"unknown agent spec {spec!r}; valid forms: {', '.join(SPEC_FORMS)}")
+    if parsed.kind == "expert":
+        from spiral_arena.agents.expert import ExpertAgent
+
+        return ExpertAgent(**kwargs)
+    if parsed.kind in PROVIDERS:
+        return APIAgent(provider=parsed.kind, model=parsed.target, base_url=parsed.base_url, **kwargs)
+    if parsed.kind == "hf":
+        from spiral_arena.agents.hf import HFAgent
+
+        return HFAgent(parsed.target, **kwargs)
+    raise _unknown(spec)
 
 
-__all__ = ["Agent", "BaseAgent", "HumanAgent", "RandomAgent", "make_agent"]
+__all__ = [
+    "SPEC_FORMS",
+    "APIAgent",
+    "APIError",
+    "Agent",
+    "AgentSpec",
+    "BaseAgent",
+    "HumanAgent",
+    "RandomAgent",
+    "describe",
+    "make_agent",
+    "parse_spec",
+    "redacted",
+]

@@ -31,6 +31,7 @@ class HFAgent(BaseAgent):
         except ImportError as error:
             raise ImportError("hf: agents need the train extra: pip install 'spiral-arena[train]'") from error
         self.torch = torch
+        self.spec = f"hf:{path}"
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path)

@@ -1,0 +1,425 @@
+"""One client for every OpenAI-compatible chat endpoint, and the agent built on it.
+
+Gemini, Mistral, OpenRouter, OpenAI, vLLM and ``spiral-arena serve`` all accept the same
+``POST {base_url}/chat/completions`` with a bearer key, so a single client with provider presets
+covers them. Failures are retried with bounded exponential backoff and then raised as one
+``APIError``; a game interrupted that way must be reported as an error, never scored.
+
+Keys come only from arguments or environment variables and never leave this module in text:
+every error message is scrubbed of the key and of bearer tokens, and reprs show ``***``.
+``httpx`` is imported when a client is built, so the package works without the ``api`` extra.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import ipaddress
+import json
+import logging
+import os
+import random
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from spiral_arena.agents.base import BaseAgent
+from spiral_arena.agents.prompting import chat_messages
+
+log = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 300  # of a server's error message kept in an APIError
+_HEADER_SAFE_KEY = re.compile(r"[\x21-\x7e]+")  # printable ASCII without spaces
+_BEARER = re.compile(r"(Bearer\s+)[^\s'\",;]+")  # a header value echoed back (prose "bearer token" is left)
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where a provider's OpenAI-compatible endpoint lives and which variable holds its key."""
+
+    name: str
+    base_url: str
+    key_env: str
+    base_url_env: str | None = None  # a variable that overrides base_url (OpenAI's SDK convention)
+
+
+PROVIDERS: dict[str, Provider] = {
+    p.name: p
+    for p in (
+        Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+        Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
+        Provider("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY"),
+        Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    )
+}
+
+
+class APIError(RuntimeError):
+    """A chat request that failed for good (after retries, or at once for a client error).
+
+    ``status`` is the last HTTP status (None for timeouts and connection errors); ``attempts``
+    counts the requests sent. The message never contains the API key.
+    """
+
+    def __init__(self, message: str, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keeps status and attempts across process pools
+        return (APIError, (str(self), self.status, self.attempts))
+
+
+def safe_url(url: str) -> str:
+    """``url`` without credentials, query or fragment: fit for logs, errors and stored specs."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: left out rather than echoed
+        port = None
+    if port is not None:
+        host = f"{host}:{port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def is_loopback(url: str) -> bool:
+    """True for URLs on this machine (localhost, 127.0.0.0/8, ::1), where a key is optional."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _import_httpx() -> Any:
+    try:
+        import httpx
+    except ImportError as error:
+        raise ImportError("API agents need httpx: pip install 'spiral-arena[api]'") from error
+    return httpx
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """One failed attempt, already described without secrets."""
+
+    message: str
+    status: int | None
+    retryable: bool
+    retry_after: float | None = None
+
+
+def _retryable_status(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(seconds, 0.0)
+
+
+def _error_text(data: Any) -> str:
+    """The human part of an error body: OpenAI ``{"error": {"message": ...}}``, Gemini's list
+    form, FastAPI's ``{"detail": ...}``, or the JSON itself."""
+    if isinstance(data, list) and data:
+        data = data[0]
+    if isinstance(data, dict):
+        error = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(error, dict):
+            error = error.get("message", error)
+        if error is not None:
+            return error if isinstance(error, str) else json.dumps(error)
+    return json.dumps(data)
+
+
+def _completion_text(data: Any) -> str:
+    """The assistant text of a chat completion; raises KeyError/TypeError/IndexError if malformed.
+
+    A missing content (a refusal, an empty generation) is returned as "", which the env treats
+    like any other unparseable answer.
+    """
+    content = data["choices"][0]["message"].get("content")
+    if content is None:
+        return ""
+    if isinstance(content, list):  # content parts
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if not isinstance(content, str):
+        raise TypeError(f"message content is a {type(content).__name__}")
+    return content
+
+
+class ChatClient:
+    """A blocking, thread-safe client for ``{base_url}/chat/completions``.
+
+    Retries 408/429/5xx, timeouts, connection errors and malformed replies up to ``max_retries``
+    times, waiting ``Retry-After`` when the server sends it, else ``backoff * 2**n`` with jitter;
+    every wait is capped at ``max_backoff``. Other 4xx raise at once with the server's message.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        max_connections: int = 16,
+    ) -> None:
+        if not model:
+            raise ValueError("ChatClient needs a model id")
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be an http:// or https:// URL with a host, got {safe_url(base_url)!r}")
+        if timeout <= 0 or max_retries < 0 or backoff < 0 or max_backoff < 0 or max_connections < 1:
+            raise ValueError(
+                "need timeout > 0, max_retries >= 0, backoff >= 0, max_backoff >= 0 and max_connections >= 1"
+            )
+        key = api_key.strip() if api_key else None
+        if key and not _HEADER_SAFE_KEY.fullmatch(key):
+            # Never echo the key: say what is wrong with it instead.
+            raise ValueError("the API key contains spaces or non-ASCII characters, which cannot be sent in a header")
+        httpx = _import_httpx()
+        self.model = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._key = key or None
+        self._secrets = [s for s in {key, quote(key, safe="")} if s] if key else []
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._jitter = random.Random()
+        self._httpx = httpx
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout),
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._key else "None"
+        return f"ChatClient(model={self.model!r}, base_url={safe_url(self.base_url)!r}, api_key={key})"
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        *,
+        extra_body: dict[str, Any] | None = None,
+    ) -> str:
+        """The assistant's reply text. Sampling settings left as None take the server's default;
+        ``extra_body`` adds provider-specific fields (e.g. ``top_k`` for vLLM)."""
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, **(extra_body or {})}
+        for name, value in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
+            if value is not None:
+                payload[name] = value
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            outcome = self._attempt(payload)
+            if isinstance(outcome, str):
+                return outcome
+            if not outcome.retryable or attempt == attempts:
+                tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
+                raise APIError(f"{self._where()}: {outcome.message}{tries}", outcome.status, attempt)
+            delay = self._delay(attempt, outcome.retry_after)
+            log.warning(
+                "%s: %s; retry %d of %d in %.2fs", self._where(), outcome.message, attempt, self.max_retries, delay
+            )
+            time.sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"{self.model} at {safe_url(self.base_url)}"
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return _BEARER.sub(r"\1***", text)
+
+    def _brief(self, text: str) -> str:
+        """One line, key-free (scrubbed before cutting, so no partial key survives), bounded."""
+        text = self._redact(" ".join(text.split()))
+        return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "..."
+
+    def _attempt(self, payload: dict[str, Any]) -> str | _Failure:
+        """One request; the reply text, or a description of what went wrong.
+
+        Exceptions are turned into text here and raised later, outside any ``except`` block, so an
+        APIError never chains an httpx exception (whose request object holds the headers).
+        """
+        httpx = self._httpx
+        try:
+            response = self._http.post(self._url, json=payload)
+        except httpx.TimeoutException as error:
+            return _Failure(f"no reply within {self.timeout:g}s ({type(error).__name__})", None, True)
+        except httpx.RequestError as error:
+            return _Failure(f"request failed ({type(error).__name__}: {self._brief(str(error))})", None, True)
+        status = response.status_code
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not 200 <= status < 300:
+            detail = _error_text(data) if data is not None else response.text
+            retry_after = _retry_after(response.headers.get("retry-after"))
+            return _Failure(f"HTTP {status}: {self._brief(detail)}", status, _retryable_status(status), retry_after)
+        if isinstance(data, dict) and "choices" not in data and "error" in data:  # an error sent with 200
+            return _Failure(f"error in reply: {self._brief(_error_text(data))}", status, True)
+        try:
+            return _completion_text(data)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return _Failure(f"malformed reply (not a chat completion): {self._brief(response.text)}", status, True)
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:  # the server's wait, spread a little so callers do not return together
+            return min(self.max_backoff, retry_after * self._jitter.uniform(1.0, 1.1))
+        ceiling = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+        return self._jitter.uniform(ceiling / 2, ceiling)
+
+
+def _plain(value: Any) -> Any:
+    """JSON fallback for numpy scalars and other non-JSON values found in env infos."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else str(value)
+
+
+class APIAgent(BaseAgent):
+    """A model behind an OpenAI-compatible endpoint, as a player.
+
+    Built from a spec (``"gemini:gemini-2.5-flash-lite"``, ``"openai:MODEL@http://127.0.0.1:8000/v1"``)
+    or from ``provider`` and ``model``. The key comes from ``api_key`` or the provider's variable;
+    a loopback base URL may go without one. ``act`` returns the raw completion (the env extracts
+    the boxed move) and raises ``APIError`` when the endpoint fails for good. ``act_batch`` runs up
+    to ``concurrency`` requests at once. ``send_info=True`` adds the env's ``info`` to each request
+    as ``spiral_info``, which ``spiral-arena serve`` passes to the agent it serves (real providers
+    reject unknown fields, so it is off by default).
+    """
+
+    def __init__(
+        self,
+        spec: str | None = None,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        base_url: str | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        concurrency: int = 8,
+        system_prompt: str | None = None,
+        api_key: str | None = None,
+        send_info: bool = False,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        if spec is not None:
+            if provider is not None or model is not None or base_url is not None:
+                raise ValueError("give APIAgent either a spec or provider/model/base_url, not both")
+            from spiral_arena.agents import parse_spec  # the spec grammar lives with make_agent
+
+            parsed = parse_spec(spec)
+            provider, model, base_url = parsed.kind, parsed.target, parsed.base_url
+        if provider not in PROVIDERS:
+            raise ValueError(f"unknown API provider {provider!r}; valid: {', '.join(PROVIDERS)}")
+        if not model:
+            raise ValueError(f"APIAgent for {provider} needs a model id")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        preset = PROVIDERS[provider]
+        url = base_url or (os.environ.get(preset.base_url_env) if preset.base_url_env else None) or preset.base_url
+        key = api_key or os.environ.get(preset.key_env) or None
+        if key is None and not is_loopback(url):
+            raise ValueError(
+                f"{provider}:{model} needs an API key: set the environment variable {preset.key_env} "
+                f"(or pass api_key=...); only a loopback base URL (@http://127.0.0.1:PORT/v1) may go without one"
+            )
+        self.provider = provider
+        self.model = model
+        # What to store in results: the spec, naming the endpoint whenever it is not the preset's.
+        self.spec = f"{provider}:{model}" + ("" if url == preset.base_url else f"@{safe_url(url)}")
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_tokens = max_tokens
+        self.concurrency = concurrency
+        self.system_prompt = system_prompt
+        self.send_info = send_info
+        self.extra_body = dict(extra_body or {})
+        self.client = ChatClient(
+            model,
+            url,
+            api_key=key,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            max_connections=max(concurrency, 1),
+        )
+
+    def __repr__(self) -> str:
+        return f"APIAgent({self.spec!r})"
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        extra = dict(self.extra_body)
+        if self.send_info:
+            extra["spiral_info"] = json.loads(json.dumps(info, default=_plain))
+        return self.client.chat(
+            chat_messages(observation, self.system_prompt),
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            extra_body=extra or None,
+        )
+
+    def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[str]:
+        """Answers in input order; the first failure cancels what has not started and is raised."""
+        if len(observations) != len(infos):
+            raise ValueError(f"{len(observations)} observations but {len(infos)} infos")
+        if len(observations) <= 1 or self.concurrency == 1:
+            return super().act_batch(observations, infos)
+        workers = min(self.concurrency, len(observations))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="api-agent") as pool:
+            futures = [pool.submit(self.act, o, i) for o, i in zip(observations, infos, strict=True)]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,205 @@
+"""``spiral-arena serve``: any agent behind an OpenAI-compatible chat endpoint.
+
+``GET /v1/models`` lists one model; ``POST /v1/chat/completions`` answers with the agent's move,
+as one JSON completion or, with ``"stream": true``, as server-sent ``chat.completion.chunk`` events
+ending with ``data: [DONE]``. The last user message is the observation. The env's ``info`` may
+come as an extra request field ``spiral_info``; without it the legal actions are read back from
+the observation's ``Your turn. Legal actions: [a], [b].`` line, so scripted agents (random,
+expert) can answer plain chat requests too. Sampling fields of the request are ignored: the
+served agent plays with its own settings.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent
+from spiral_arena.agents.api import is_loopback
+
+_TURN = "Your turn."
+_LEGAL_LINE = re.compile(r"Legal actions:([^\n]*)")
+_BRACKETED = re.compile(r"\[[^\[\]\n]*\]")
+_CHUNK_CHARS = 16  # streamed content is split into pieces of this size
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+class RequestError(Exception):
+    """A request the server refuses, answered as an OpenAI-style JSON error."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.kind = kind
+
+    def response(self) -> JSONResponse:
+        error = {"message": self.message, "type": self.kind, "param": self.param, "code": None}
+        return JSONResponse({"error": error}, status_code=self.status)
+
+
+def recover_info(observation: str) -> dict[str, Any]:
+    """``{"legal_actions": [...]}`` from the observation's latest turn line, or ``{}`` if it has none."""
+    start = observation.rfind(_TURN)
+    latest = observation[start:] if start != -1 else observation
+    lines = _LEGAL_LINE.findall(latest)
+    legal = _BRACKETED.findall(lines[-1]) if lines else []
+    return {"legal_actions": legal} if legal else {}
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's content as text: a string, or the text parts of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        if all(isinstance(p.get("text"), str) for p in content):
+            return "".join(p["text"] for p in content)
+    raise RequestError(400, f"{where}.content must be a string or a list of text parts", where)
+
+
+@dataclass
+class ChatRequest:
+    model: str
+    observation: str
+    info: dict[str, Any]
+    stream: bool
+
+
+def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
+    """Check a chat-completions body and pull out what the agent needs; RequestError if malformed."""
+    if not isinstance(body, dict):
+        raise RequestError(400, "the request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError(400, "'messages' must be a non-empty list of {role, content} objects", "messages")
+    observation = None
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            raise RequestError(400, f"{where} must be an object whose role is one of {', '.join(_ROLES)}", where)
+        if message["role"] == "user":
+            observation = _text(message.get("content"), where)
+    if observation is None:
+        raise RequestError(400, "'messages' has no user message; the last user message is the observation", "messages")
+    model = body.get("model", default_model)
+    if not isinstance(model, str) or not model:
+        raise RequestError(400, "'model' must be a non-empty string", "model")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestError(400, "'stream' must be true or false", "stream")
+    if body.get("n", 1) != 1:
+        raise RequestError(400, "only n=1 is supported: the agent gives one answer per request", "n")
+    info = body.get("spiral_info")
+    if info is None:
+        info = recover_info(observation)
+    elif not isinstance(info, dict):
+        raise RequestError(400, "'spiral_info' must be a JSON object (the env's info dict)", "spiral_info")
+    return ChatRequest(model, observation, info, stream)
+
+
+def _completion(completion_id: str, created: int, model: str, text: str) -> dict[str, Any]:
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+    }
+
+
+def _events(completion_id: str, created: int, model: str, text: str) -> Iterator[str]:
+    """The completion as SSE chunks: the role, the content in pieces, the stop reason, [DONE]."""
+    head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
+    deltas: list[tuple[dict[str, str], str | None]] = [({"role": "assistant", "content": ""}, None)]
+    deltas += [({"content": text[i : i + _CHUNK_CHARS]}, None) for i in range(0, len(text), _CHUNK_CHARS)]
+    deltas.append(({}, "stop"))
+    for delta, finish in deltas:
+        chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+def create_app(agent: str | Agent, api_key: str | None = None, model_id: str | None = None) -> FastAPI:
+    """The ASGI app serving ``agent``. With ``api_key``, every request needs that bearer token."""
+    player = make_agent(agent)
+    served_model = model_id or describe(agent)
+    # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
+    # API agents are thread-safe and slow, so their requests overlap.
+    guard = nullcontext() if isinstance(player, APIAgent) else threading.Lock()
+    app = FastAPI(title="spiral-arena", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(RequestError)
+    async def request_error(request: Request, error: RequestError) -> JSONResponse:
+        return error.response()
+
+    @app.middleware("http")
+    async def require_token(request: Request, call_next: Any) -> Response:
+        if api_key is not None:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+                message = "missing or wrong bearer token; send it in the Authorization header"
+                return RequestError(401, message, kind="authentication_error").response()
+        return await call_next(request)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        entry = {"id": served_model, "object": "model", "created": 0, "owned_by": "spiral-arena"}
+        return {"object": "list", "data": [entry]}
+
+    def answer(request: ChatRequest) -> str:
+        try:
+            with guard:
+                text = player.act(request.observation, request.info)
+        except APIError as error:
+            raise RequestError(502, f"the served agent's upstream failed: {error}", kind="upstream_error") from None
+        except (ValueError, KeyError, IndexError, TypeError) as error:
+            raise RequestError(
+                422,
+                f"the agent could not answer ({type(error).__name__}: {error}); send the env's info as "
+                "'spiral_info', or end the user message with a 'Legal actions: [a], [b].' line",
+                "spiral_info",
+            ) from None
+        if not isinstance(text, str):
+            raise RequestError(500, f"the agent returned {type(text).__name__}, not text", kind="server_error")
+        return text
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise RequestError(400, "the request body is not valid JSON") from None
+        chat = parse_chat_request(body, served_model)
+        text = await run_in_threadpool(answer, chat)
+        completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if chat.stream:
+            events = _events(completion_id, created, chat.model, text)
+            return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return JSONResponse(_completion(completion_id, created, chat.model, text))
+
+    return app
+
+
+def serve(agent: str, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None) -> None:
+    """Run the server until interrupted (uvicorn, one process)."""
+    import uvicorn
+
+    app = create_app(agent, api_key=api_key)
+    if api_key is None and not is_loopback(f"http://[{host}]" if ":" in host else f"http://{host}"):
+        print(f"warning: serving on {host} without --api-key: anyone who can reach it can use it", file=sys.stderr)
+    print(f"serving {describe(agent)} at http://{host}:{port}/v1", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="info")

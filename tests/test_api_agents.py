@@ -1,0 +1,458 @@
+"""API agents against a real HTTP server on 127.0.0.1: retries and their bounds, the one clear
+APIError, games interrupted by it, bounded concurrency, key handling, and the spec grammar."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+import spiral_arena
+from spiral_arena.agents import (
+    SPEC_FORMS,
+    AgentSpec,
+    APIAgent,
+    APIError,
+    RandomAgent,
+    describe,
+    make_agent,
+    parse_spec,
+    redacted,
+)
+from spiral_arena.agents.api import PROVIDERS, ChatClient
+from spiral_arena.agents.prompting import SYSTEM_PROMPT, chat_messages, single_turn_prompt
+from spiral_arena.play import play_game
+
+pytest.importorskip("httpx", reason="needs the api extra")
+
+SECRET = "sk-test-SECRET123"
+KEY_ENVS = [p.key_env for p in PROVIDERS.values()]
+MESSAGES = [{"role": "user", "content": "Your turn. Legal actions: [check], [bet]."}]
+
+
+@dataclass
+class Seen:
+    """One request as the server received it."""
+
+    at: float
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def observation(self) -> str:
+        return self.body["messages"][-1]["content"]
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to hold the request before answering
+
+
+Behaviour = Callable[[Seen], Reply]
+
+
+def completion(text: str) -> bytes:
+    message = {"role": "assistant", "content": text}
+    return json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).encode()
+
+
+def ok(text: str, delay: float = 0.0) -> Behaviour:
+    return lambda seen: Reply(body=completion(text), delay=delay)
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> Behaviour:
+    body = json.dumps({"error": {"message": message}}).encode()
+    return lambda seen: Reply(status, body, headers or {})
+
+
+def raw(status: int, body: bytes) -> Behaviour:
+    return lambda seen: Reply(status, body)
+
+
+def stall(seconds: float) -> Behaviour:
+    return lambda seen: Reply(body=completion("too late"), delay=seconds)
+
+
+def legal_move(seen: Seen) -> Reply:
+    """Play the first legal action listed at the end of the observation (a well-behaved model)."""
+    first = re.findall(r"\[[^\]]*\]", seen.observation.rsplit("Legal actions:", 1)[1])[0]
+    return Reply(body=completion(f"I pick the first. \\boxed{{{first}}}"))
+
+
+def echo(delay: float) -> Behaviour:
+    return lambda seen: Reply(body=completion(f"echo {seen.observation}"), delay=delay)
+
+
+class FaultServer:
+    """A real HTTP server that answers with a script of behaviours (the last one repeats) and
+    records every request, the time it arrived, and how many were in flight at once."""
+
+    def __init__(self, *script: Behaviour) -> None:
+        self.script = list(script)
+        self.seen: list[Seen] = []
+        self.active = self.max_active = 0
+        self.lock = threading.Lock()
+        self.release = threading.Event()  # ends stalls at teardown
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+
+    def _next(self, seen: Seen) -> Reply:
+        with self.lock:
+            self.seen.append(seen)
+            behaviour = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        return behaviour(seen)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.active += 1
+                    server.max_active = max(server.max_active, server.active)
+                try:
+                    reply = server._next(Seen(time.monotonic(), dict(self.headers), body))
+                    if reply.delay:
+                        server.release.wait(reply.delay)
+                    self.send_response(reply.status)
+                    for name, value in {"Content-Type": "application/json", **reply.headers}.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+                finally:
+                    with server.lock:
+                        server.active -= 1
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+    def __enter__(self) -> FaultServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def gaps(self) -> list[float]:
+        return [b.at - a.at for a, b in zip(self.seen, self.seen[1:], strict=False)]
+
+
+@pytest.fixture
+def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*KEY_ENVS, "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def fast_client(url: str, **kwargs: Any) -> ChatClient:
+    options = {"timeout": 2.0, "max_retries": 2, "backoff": 0.01, "max_backoff": 0.05, **kwargs}
+    return ChatClient("test-model", url, **options)
+
+
+@pytest.fixture
+def closed_port_url() -> Iterator[str]:
+    """A loopback URL where nothing listens (the port was just freed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    yield f"http://127.0.0.1:{port}/v1"
+
+
+# ---- retries, backoff and the one clear error -----------------------------------------------
+
+
+def test_retry_after_is_waited_for_then_the_reply_returned():
+    with FaultServer(error(429, "slow down", {"Retry-After": "1"}), ok("\\boxed{[bet]}")) as server:
+        text = fast_client(server.url, max_backoff=5.0).chat(MESSAGES)
+    assert text == "\\boxed{[bet]}"
+    assert len(server.seen) == 2
+    assert 1.0 <= server.gaps()[0] < 1.6  # the server's wait, not the 0.01 s backoff
+
+
+def test_retry_after_is_capped_by_max_backoff():
+    with FaultServer(error(503, "maintenance", {"Retry-After": "120"}), ok("fine")) as server:
+        assert fast_client(server.url, max_backoff=0.2).chat(MESSAGES) == "fine"
+    assert 0.2 <= server.gaps()[0] < 1.0
+
+
+def test_server_errors_are_retried_with_growing_backoff_then_raise_once():
+    with FaultServer(error(500, "internal boom")) as server:
+        client = fast_client(server.url, max_retries=3, backoff=0.04, max_backoff=0.1)
+        with pytest.raises(APIError) as caught:
+            client.chat(MESSAGES)
+    assert len(server.seen) == 4 and caught.value.attempts == 4
+    assert caught.value.status == 500
+    message = str(caught.value)
+    assert "HTTP 500" in message and "internal boom" in message and "gave up after 4 attempts" in message
+    assert "test-model" in message and server.url in message
+    # Waits are drawn from [c/2, c] with c = min(max_backoff, backoff * 2**n): 0.04, 0.08, 0.1.
+    for gap, ceiling in zip(server.gaps(), (0.04, 0.08, 0.1), strict=True):
+        assert ceiling / 2 <= gap < ceiling + 0.5
+
+
+def test_malformed_replies_are_retried_then_raise():
+    with FaultServer(raw(200, b"{not json"), raw(200, b'{"id": "x"}')) as server:
+        with pytest.raises(APIError, match="malformed reply") as caught:
+            fast_client(server.url, max_retries=2).chat(MESSAGES)
+    assert len(server.seen) == 3 and caught.value.attempts == 3
+
+
+def test_a_stalled_server_times_out_and_is_retried_within_bounds():
+    with FaultServer(stall(3.0)) as server:
+        start = time.monotonic()
+        with pytest.raises(APIError, match=r"no reply within 0\.2s") as caught:
+            fast_client(server.url, timeout=0.2, max_retries=1).chat(MESSAGES)
+        elapsed = time.monotonic() - start
+    assert len(server.seen) == 2 and caught.value.status is None
+    assert 0.4 <= elapsed < 1.5
+
+
+def test_connection_errors_are_retried_then_raise(closed_port_url):
+    with pytest.raises(APIError, match="request failed") as caught:
+        fast_client(closed_port_url, max_retries=2).chat(MESSAGES)
+    assert caught.value.attempts == 3 and caught.value.status is None
+
+
+def test_a_client_error_raises_at_once_with_the_servers_message_truncated():
+    with FaultServer(error(400, "model 'test-model' does not exist. " + "details " * 200)) as server:
+        with pytest.raises(APIError) as caught:
+            fast_client(server.url, max_retries=4).chat(MESSAGES)
+    assert len(server.seen) == 1 and caught.value.attempts == 1 and caught.value.status == 400
+    assert "does not exist" in str(caught.value)
+    assert len(str(caught.value)) < 500
+
+
+def test_mixed_failures_then_success():
+    with FaultServer(error(502, "bad gateway"), raw(200, b"oops"), stall(1.0), ok("done")) as server:
+        assert fast_client(server.url, timeout=0.3, max_retries=3).chat(MESSAGES) == "done"
+    assert len(server.seen) == 4
+
+
+def test_a_game_interrupted_by_an_api_failure_raises_out_of_play_game(no_keys):
+    """Two good answers, then the endpoint breaks: the game must end in an error, not a result."""
+    with FaultServer(legal_move, legal_move, error(503, "overloaded")) as server:
+        agent = APIAgent(provider="gemini", model="m", base_url=server.url, max_retries=1, backoff=0.01)
+        env = spiral_arena.make("TicTacToe-v0")
+        with pytest.raises(APIError, match="HTTP 503") as caught:
+            play_game(env, [agent, RandomAgent()], seed=3)
+    assert caught.value.attempts == 2 and len(server.seen) == 4
+    # The first two answers were played (each request shows a board with more marks) ...
+    assert server.seen[0].observation != server.seen[1].observation != server.seen[2].observation
+    # ... and the game was left unfinished: nothing to score.
+    assert not any(env.terminations.values()) and env.returns == (0.0, 0.0)
+
+
+# ---- what is sent ---------------------------------------------------------------------------
+
+
+def test_requests_carry_the_prompt_settings_and_optionally_the_info(no_keys):
+    env = spiral_arena.make("KuhnPoker-v0")
+    env.reset(seed=5)
+    observation, _, _, _, info = env.last()
+    with FaultServer(legal_move) as server:
+        plain = APIAgent("mistral:m@" + server.url)
+        assert plain.act(observation, info).endswith("\\boxed{[check]}")
+        tuned = APIAgent(
+            provider="mistral",
+            model="m",
+            base_url=server.url,
+            temperature=0.3,
+            top_p=0.9,
+            max_tokens=64,
+            system_prompt="Be brief.",
+            send_info=True,
+            extra_body={"top_k": 20},
+        )
+        tuned.act(observation, info)
+    first, second = (seen.body for seen in server.seen)
+    assert first == {"model": "m", "messages": chat_messages(observation)}
+    assert first["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert second["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": observation}]
+    assert (second["temperature"], second["top_p"], second["max_tokens"], second["top_k"]) == (0.3, 0.9, 64, 20)
+    assert second["spiral_info"] == json.loads(json.dumps(info))
+    assert "Authorization" not in server.seen[0].headers  # loopback, no key set: none sent
+
+
+def test_prompt_wording_is_shared_and_complete():
+    messages = chat_messages("OBS")
+    assert messages[-1] == {"role": "user", "content": "OBS"}
+    assert "zero-sum" in SYSTEM_PROMPT and "\\boxed{}" in SYSTEM_PROMPT
+    assert chat_messages("OBS", system_prompt="") == [{"role": "user", "content": "OBS"}]
+    single = single_turn_prompt("OBS")
+    assert single.index("zero-sum") < single.index("OBS") < single.index("\\boxed{}")
+
+
+def test_act_batch_runs_concurrently_up_to_the_bound_and_keeps_order(no_keys):
+    observations = [f"obs {i}" for i in range(6)]
+    with FaultServer(echo(0.25)) as server:
+        agent = APIAgent(provider="openai", model="m", base_url=server.url, concurrency=3)
+        start = time.monotonic()
+        answers = agent.act_batch(observations, [{}] * 6)
+        elapsed = time.monotonic() - start
+    assert answers == [f"echo {o}" for o in observations]
+    assert server.max_active == 3
+    assert elapsed < 6 * 0.25  # two waves, not six turns
+
+
+def test_act_batch_with_concurrency_one_is_sequential(no_keys):
+    with FaultServer(echo(0.05)) as server:
+        agent = APIAgent(provider="openai", model="m", base_url=server.url, concurrency=1)
+        assert agent.act_batch(["a", "b", "c"], [{}, {}, {}]) == ["echo a", "echo b", "echo c"]
+    assert server.max_active == 1
+
+
+def test_act_batch_raises_the_api_error(no_keys):
+    with FaultServer(ok("fine"), error(401, "bad key")) as server:
+        agent = APIAgent(provider="openai", model="m", base_url=server.url, concurrency=2, max_retries=0)
+        with pytest.raises(APIError, match="HTTP 401: bad key"):
+            agent.act_batch(["a", "b", "c"], [{}, {}, {}])
+
+
+# ---- keys -----------------------------------------------------------------------------------
+
+
+def test_the_key_never_appears_in_logs_errors_or_reprs(monkeypatch, caplog, capsys, closed_port_url):
+    """The key is sent (the server sees it) but no text we produce contains it, on every path."""
+    caplog.set_level(logging.DEBUG)  # our logger, httpx and httpcore at their most verbose
+    monkeypatch.setenv("GEMINI_API_KEY", SECRET)
+
+    def leaky(seen: Seen) -> Reply:  # a server that quotes the credentials it got
+        quoted = f"Incorrect API key provided: {seen.headers['Authorization']} (key {SECRET})"
+        return Reply(401, json.dumps({"error": {"message": quoted}}).encode())
+
+    texts: list[str] = []
+    with FaultServer(ok("hello"), error(500, f"upstream rejected {SECRET}"), legal_move, leaky, stall(2.0)) as server:
+        agent = make_agent(f"gemini:m@{server.url}", timeout=0.3, max_retries=1, backoff=0.01)
+        texts += [repr(agent), repr(agent.client), describe(agent), agent.spec]
+        assert agent.act("hi", {}) == "hello"
+        assert agent.act("Your turn. Legal actions: [4].", {}) == "I pick the first. \\boxed{[4]}"  # after a 500
+        for _ in range(2):  # the quoting 401, then a stall past the timeout
+            with pytest.raises(APIError) as caught:
+                agent.act("hi", {})
+            texts += [str(caught.value), repr(caught.value), "".join(traceback.format_exception(caught.value))]
+    assert {seen.headers.get("Authorization") for seen in server.seen} == {f"Bearer {SECRET}"}
+    unreachable = APIAgent(provider="gemini", model="m", base_url=closed_port_url, max_retries=0)
+    with pytest.raises(APIError) as caught:
+        unreachable.act("hi", {})
+    texts += [str(caught.value), "".join(traceback.format_exception(caught.value))]
+    with pytest.raises(ValueError) as bad_key:
+        ChatClient("m", closed_port_url, api_key=SECRET + " extra")
+    texts.append(str(bad_key.value))
+    out, err = capsys.readouterr()
+    texts += [caplog.text, out, err]
+    assert "HTTP 401: Incorrect API key provided: Bearer ***" in "".join(texts)  # the error still reads well
+    assert any("httpx" in record.name or "httpcore" in record.name for record in caplog.records)
+    assert not [text for text in texts if "SECRET123" in text]
+
+
+def test_a_key_read_with_a_trailing_newline_is_cleaned(no_keys):
+    with FaultServer(ok("fine")) as server:
+        assert fast_client(server.url, api_key=SECRET + "\n").chat(MESSAGES) == "fine"
+    assert server.seen[0].headers["Authorization"] == f"Bearer {SECRET}"
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_a_missing_key_names_its_variable(provider, no_keys):
+    preset = PROVIDERS[provider]
+    for spec in (f"{provider}:some-model", f"{provider}:some-model@https://llm.example.com/v1"):
+        with pytest.raises(ValueError, match=preset.key_env):
+            make_agent(spec)
+    assert make_agent(f"{provider}:some-model@http://localhost:9/v1").spec.endswith("@http://localhost:9/v1")
+
+
+def test_openai_base_url_is_honoured(monkeypatch, no_keys):
+    with FaultServer(ok("from the local server")) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+        agent = make_agent("openai:m")
+        assert agent.act("hi", {}) == "from the local server"
+    assert agent.spec == f"openai:m@{server.url}"
+    assert server.seen[0].headers["Authorization"] == "Bearer sk-local"
+
+
+# ---- the spec grammar -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "parsed"),
+    [
+        ("random", AgentSpec("random")),
+        ("expert", AgentSpec("expert")),
+        ("hf:runs/kuhn/step-100", AgentSpec("hf", "runs/kuhn/step-100")),
+        ("gemini:gemini-2.5-flash-lite", AgentSpec("gemini", "gemini-2.5-flash-lite")),
+        (
+            "openrouter:meta-llama/llama-3.3-8b-instruct:free",
+            AgentSpec("openrouter", "meta-llama/llama-3.3-8b-instruct:free"),
+        ),
+        (
+            "openai:Qwen/Qwen3-4B@http://127.0.0.1:8000/v1",
+            AgentSpec("openai", "Qwen/Qwen3-4B", "http://127.0.0.1:8000/v1"),
+        ),
+        ("mistral:m@https://u:pw@host.example/v1", AgentSpec("mistral", "m", "https://u:pw@host.example/v1")),
+        ("openai:claude@20240620", AgentSpec("openai", "claude@20240620")),
+    ],
+)
+def test_parse_spec(spec, parsed):
+    assert parse_spec(spec) == parsed
+    assert str(parsed) == spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("randm", "valid forms: random, expert, human, hf:PATH, openai:MODEL, gemini:MODEL"),
+        ("anthropic:claude", "unknown agent spec 'anthropic:claude'"),
+        ("gemini:", "needs a model id"),
+        ("openai:m@127.0.0.1:8000/v1", "needs http:// or https://"),
+        ("openai:m@ftp://host/v1", "must be an http:// or https:// URL"),
+        ("openai:@http://127.0.0.1:8000/v1", "needs a model id before '@'"),
+    ],
+)
+def test_bad_specs_say_what_is_valid(spec, problem):
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        make_agent(spec)
+
+
+def test_unknown_spec_lists_every_form():
+    with pytest.raises(ValueError) as caught:
+        parse_spec("nope")
+    assert all(form in str(caught.value) for form in SPEC_FORMS)
+
+
+def test_redacted_specs_are_safe_to_store(no_keys):
+    spec = "openai:m@https://user:pw@host.example:8443/v1?token=abc"
+    assert redacted(spec) == "openai:m@https://host.example:8443/v1"
+    assert redacted("random") == describe("random") == "random"
+    assert describe(RandomAgent()) == "random"
+    with pytest.raises(ValueError) as caught:
+        parse_spec("openai:m@ftp://user:pw@host/v1")
+    assert "pw" not in str(caught.value)
+
+
+def test_make_agent_builds_expert_lazily():
+    expert = make_agent("expert", seed=0)
+    assert type(expert).__name__ == "ExpertAgent" and describe(expert) == "expert"

@@ -1,0 +1,250 @@
+"""``spiral-arena serve`` as a real subprocess on 127.0.0.1, played through the API presets."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import spiral_arena
+from spiral_arena.agents import APIAgent, APIError, RandomAgent, make_agent
+from spiral_arena.agents.api import ChatClient
+from spiral_arena.play import play_game
+
+httpx = pytest.importorskip("httpx", reason="needs the api extra")
+pytest.importorskip("fastapi", reason="needs the api extra")
+pytest.importorskip("uvicorn", reason="needs the api extra")
+
+TOKEN = "sk-test-SERVE-TOKEN"
+GAMES = ("KuhnPoker-v0", "TicTacToe-v0")
+SCRIPT = Path(sys.executable).with_name("spiral-arena")
+
+
+class Server:
+    """One ``spiral-arena serve`` process on a free loopback port."""
+
+    def __init__(self, tmp: Path, *args: str) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.log_path = tmp / f"serve-{port}.log"
+        command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "spiral_arena.cli"]
+        env = {k: v for k, v in os.environ.items() if k != "SPIRAL_ARENA_SERVE_KEY"}
+        with self.log_path.open("w") as log:
+            self.process = subprocess.Popen(
+                [*command, "serve", "--port", str(port), *args], stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"spiral-arena serve exited early:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/models", timeout=1).status_code in (200, 401):
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"spiral-arena serve did not answer within 60 s:\n{self.log()}")
+            time.sleep(0.1)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def random_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("serve"), "--agent", "random")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def expert_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("serve"), "--agent", "expert")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def guarded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("serve"), "--agent", "random", "--api-key", TOKEN)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", "sk-test-gemini")
+    monkeypatch.setenv("MISTRAL_API_KEY", "sk-test-mistral")
+
+
+def play_both_seats(env_id: str, agent: APIAgent, games: int) -> list[tuple[float, ...]]:
+    """``games`` games in each seat against random; asserts every game finished with no invalid move."""
+    env = spiral_arena.make(env_id)
+    results = []
+    for seed in range(games):
+        for seat in (0, 1):
+            players = [agent, RandomAgent()] if seat == 0 else [RandomAgent(), agent]
+            record = play_game(env, players, seed=seed)
+            assert record.invalid == {}, f"{env_id} seed {seed}: {record.invalid}"
+            assert all(env.terminations.values()) and record.steps >= 2
+            results.append(record.returns[seat])
+    return results
+
+
+# ---- full games through the server ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("env_id", GAMES)
+@pytest.mark.parametrize("provider", ["gemini", "mistral"])
+def test_presets_play_full_games_against_the_served_random_agent(random_server, fake_keys, provider, env_id):
+    agent = make_agent(f"{provider}:some-model@{random_server.url}", timeout=10, max_retries=0)
+    assert agent.spec == f"{provider}:some-model@{random_server.url}"
+    play_both_seats(env_id, agent, games=3)
+
+
+@pytest.mark.parametrize("env_id", GAMES)
+def test_the_served_expert_plays_when_sent_the_info(expert_server, fake_keys, env_id):
+    agent = make_agent(f"gemini:expert@{expert_server.url}", send_info=True, timeout=10, max_retries=0)
+    returns = play_both_seats(env_id, agent, games=4)
+    if env_id == "TicTacToe-v0":  # the expert plays perfectly, so the view really reached it
+        assert min(returns) >= 0.0
+
+
+def test_the_served_expert_explains_that_plain_chat_lacks_the_view(expert_server):
+    env = spiral_arena.make("KuhnPoker-v0")
+    env.reset(seed=0)
+    observation = env.last()[0]
+    response = httpx.post(
+        f"{expert_server.url}/chat/completions", json={"messages": [{"role": "user", "content": observation}]}
+    )
+    assert response.status_code == 422
+    assert "spiral_info" in response.json()["error"]["message"]
+
+
+def test_models_lists_the_served_agent(random_server):
+    data = httpx.get(f"{random_server.url}/models").json()
+    assert data["object"] == "list" and [m["id"] for m in data["data"]] == ["random"]
+
+
+def test_streaming_and_plain_replies_agree(random_server):
+    offer = "[Offer: 3 Wood -> 2 Gold]"  # longer than one streamed piece
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "spiral_info": {"legal_actions": [offer]}}
+    plain = httpx.post(f"{random_server.url}/chat/completions", json=body).json()
+    assert plain["object"] == "chat.completion" and plain["model"] == "m"
+    assert plain["choices"][0]["message"] == {"role": "assistant", "content": offer}
+
+    with httpx.stream("POST", f"{random_server.url}/chat/completions", json={**body, "stream": True}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert len(chunks) >= 4 and len({chunk["id"] for chunk in chunks}) == 1
+    assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert "".join(chunk["choices"][0]["delta"].get("content", "") for chunk in chunks) == offer
+
+
+def test_legal_actions_are_read_back_from_plain_observations(random_server):
+    env = spiral_arena.make("TicTacToe-v0")
+    env.reset(seed=1)
+    env.step("[4]")
+    observation, _, _, _, info = env.last()
+    response = httpx.post(
+        f"{random_server.url}/chat/completions", json={"messages": [{"role": "user", "content": observation}]}
+    )
+    assert response.json()["choices"][0]["message"]["content"] in info["legal_actions"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "problem"),
+    [
+        (b"{not json", 400, "not valid JSON"),
+        (b"[]", 400, "must be a JSON object"),
+        (b'{"messages": []}', 400, "'messages' must be a non-empty list"),
+        (b'{"messages": [{"role": "robot", "content": "x"}]}', 400, "role is one of"),
+        (b'{"messages": [{"role": "system", "content": "x"}]}', 400, "no user message"),
+        (b'{"messages": [{"role": "user", "content": 5}]}', 400, "content must be a string"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', 400, "'stream' must be"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "n": 2}', 400, "only n=1"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "spiral_info": [1]}', 400, "'spiral_info' must be"),
+        (b'{"messages": [{"role": "user", "content": "hello"}]}', 422, "Legal actions: [a], [b]."),
+    ],
+)
+def test_malformed_requests_get_clear_json_errors(random_server, body, status, problem):
+    response = httpx.post(
+        f"{random_server.url}/chat/completions", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == status
+    assert problem in response.json()["error"]["message"]
+
+
+# ---- the bearer token -----------------------------------------------------------------------
+
+
+def test_a_token_guarded_server_refuses_requests_without_it(guarded_server):
+    chat = {"messages": [{"role": "user", "content": "Your turn. Legal actions: [a]."}]}
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        for response in (
+            httpx.get(f"{guarded_server.url}/models", headers=headers),
+            httpx.post(f"{guarded_server.url}/chat/completions", json=chat, headers=headers),
+        ):
+            assert response.status_code == 401
+            assert response.json()["error"]["type"] == "authentication_error"
+    good = {"Authorization": f"Bearer {TOKEN}"}
+    assert httpx.get(f"{guarded_server.url}/models", headers=good).status_code == 200
+    reply = httpx.post(f"{guarded_server.url}/chat/completions", json=chat, headers=good)
+    assert reply.json()["choices"][0]["message"]["content"] == "[a]"
+    assert TOKEN not in guarded_server.log()
+
+
+def test_a_preset_with_the_right_key_plays_and_a_wrong_key_fails_at_once(guarded_server, monkeypatch):
+    monkeypatch.setenv("MISTRAL_API_KEY", TOKEN)
+    play_both_seats("KuhnPoker-v0", make_agent(f"mistral:m@{guarded_server.url}", max_retries=0), games=1)
+    client = ChatClient("m", guarded_server.url, api_key="sk-test-wrong", max_retries=3, backoff=0.01)
+    with pytest.raises(APIError, match="HTTP 401: missing or wrong bearer token") as caught:
+        client.chat([{"role": "user", "content": "Your turn. Legal actions: [a]."}])
+    assert caught.value.attempts == 1 and caught.value.status == 401
+
+
+# ---- reading legal actions back from text ---------------------------------------------------
+
+
+@pytest.mark.parametrize("env_id", spiral_arena.list_envs())
+@pytest.mark.parametrize("obs_format", ["full", "first_last"])
+def test_recover_info_matches_the_envs_info_at_every_turn(env_id, obs_format):
+    from spiral_arena.serve import recover_info
+
+    env = spiral_arena.make(env_id, obs_format=obs_format)
+    agents = [RandomAgent(seed=0), RandomAgent(seed=1)]
+    env.reset(seed=7)
+    checked = 0
+    for name in env.agent_iter():
+        observation, _, term, trunc, info = env.last()
+        if term or trunc:
+            env.step(None)
+            continue
+        expected = {"legal_actions": info["legal_actions"]} if info.get("legal_actions") else {}
+        assert recover_info(observation) == expected
+        checked += 1
+        env.step(agents[env.possible_agents.index(name)].act(observation, info))
+    assert checked >= 1
