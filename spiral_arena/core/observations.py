@@ -2,6 +2,8 @@
 
 ``full``: every message the player received since reset, tagged with its sender.
 ``first_last``: the rules prompt, the latest message (the current position), nothing else.
+``last``: the latest message alone, for small models that learn the rules from play (the tiny
+recipe); the message before each decision states the position and the legal moves.
 The log lives in the env and is rebuilt on reset, so no history leaks between games.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import re
 import string
 
-OBS_FORMATS = ("full", "first_last")
+OBS_FORMATS = ("full", "first_last", "last")
 CHARSET = string.printable
 _OUTSIDE_CHARSET = re.compile(f"[^{re.escape(CHARSET)}]")
 
@@ -42,4 +44,6 @@ class MessageLog:
     def observation(self, player: int) -> str:
         if self.obs_format == "full":
             return "\n\n".join(self.lines[player])
+        if self.obs_format == "last":
+            return self.lines[player][-1]
         return f"{self.prompts[player]}\n\n{self.lines[player][-1]}"

@@ -1,0 +1,61 @@
+"""Checkpoints that restore everything a run needs to continue exactly where it stopped.
+
+A checkpoint directory is also a plain transformers model directory (``hf:PATH`` plays it).
+It is written under a temporary name and renamed into place, so a crash never leaves half
+a checkpoint behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+STATE_FILE = "trainer_state.pt"
+
+
+def save(
+    directory: Path, step: int, model, tokenizer, optimizer, scheduler, rae, rng: np.random.Generator, extra: dict
+) -> Path:
+    final = directory / f"step_{step:06d}"
+    tmp = directory / f".tmp_step_{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    torch.save(
+        {
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rae": rae.state_dict(),
+            "numpy_rng": rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
+            "extra": extra,
+        },
+        tmp / STATE_FILE,
+    )
+    (tmp / "spiral_arena.json").write_text(json.dumps({"step": step, "kind": "spiral-arena checkpoint"}))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def latest(directory: Path) -> Path | None:
+    found = sorted(p for p in directory.glob("step_*") if (p / STATE_FILE).exists())
+    return found[-1] if found else None
+
+
+def load_state(path: Path, optimizer, scheduler, rae, rng: np.random.Generator) -> dict[str, Any]:
+    state = torch.load(path / STATE_FILE, weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    rae.load_state_dict(state["rae"])
+    rng.bit_generator.state = state["numpy_rng"]
+    torch.set_rng_state(state["torch_rng"])
+    return state

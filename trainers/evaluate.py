@@ -1,0 +1,96 @@
+"""Evaluation with fixed seeds: match results against fixed opponents, and Kuhn exploitability.
+
+Exploitability is exact: the policy's probability of each legal answer at the 12 single-hand
+information states is read from its log-probs (normalised over the two legal actions; the mass
+on anything else is reported as ``kuhn_invalid_mass``), then scored by
+``spiral_arena.analysis.kuhn_exploitability``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import torch
+
+from spiral_arena import list_envs, make
+from spiral_arena.agents import make_agent
+from spiral_arena.analysis import KUHN_INFO_STATES, kuhn_exploitability
+from trainers.logprobs import pack, response_logprobs
+from trainers.rollout import GameSpec, Policy, collect
+
+OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
+_AGGRESSIVE = {"": "[bet]", "p": "[bet]", "b": "[call]", "pb": "[call]"}
+_PASSIVE = {"": "[check]", "p": "[check]", "b": "[fold]", "pb": "[fold]"}
+
+
+def eval_games(training_games: list[GameSpec], extra: str) -> list[GameSpec]:
+    if extra:
+        return [GameSpec.parse(g) for g in extra.split(",") if g.strip()]
+    registered = set(list_envs())
+    return training_games + [GameSpec.parse(g) for g in OUT_OF_DOMAIN if g in registered]
+
+
+def play_against(
+    policy: Policy, games: list[GameSpec], opponents: list[str], n_games: int, seed: int, **generation: Any
+) -> dict[str, float]:
+    """Win/draw/loss and invalid rate of the policy vs each opponent, seats alternating."""
+    metrics: dict[str, float] = {}
+    for spec in games:
+        for name in opponents:
+            opponent = make_agent(name)
+            if hasattr(opponent, "reset"):
+                opponent.reset(seed=seed)
+            results = collect(
+                policy, [spec], np.ones(1), min_samples=0, games_in_flight=n_games, rng=np.random.default_rng(seed),
+                opponent=opponent, games=n_games, invalid_penalty=-1.0, invalid_opponent_reward=1.0, **generation
+            )
+            counts: dict[str, int] = defaultdict(int)
+            for r in results:
+                me = r.policy_seats[0]
+                mine, theirs = r.returns[me], r.returns[1 - me]
+                counts["win" if mine > theirs else "loss" if mine < theirs else "draw"] += 1
+                counts["invalid"] += r.invalid_by == me
+            key = f"eval/{spec.label}/{name}"
+            for outcome in ("win", "draw", "loss", "invalid"):
+                metrics[f"{key}/{outcome}"] = counts[outcome] / len(results)
+    return metrics
+
+
+@torch.no_grad()
+def kuhn_policy(model, policy: Policy, obs_format: str = "") -> tuple[dict[str, float], float]:
+    """P(bet or call) at each information state, and the mean probability of an invalid answer."""
+    env = make("KuhnPoker-v0", rounds=1, **({"obs_format": obs_format} if obs_format else {}))
+    seeds = {}
+    for seed in range(200):  # one seed per dealt card of each seat
+        env.reset(seed=seed)
+        for seat in (0, 1):
+            seeds.setdefault((seat, env.state_.cards[seat]), seed)
+    tokenizer, device = policy.tokenizer, next(model.parameters()).device
+    probs, invalid = {}, []
+    for key in KUHN_INFO_STATES:
+        card, history = "JQK".index(key[0]), key[1:]
+        seat = len(history) % 2
+        env.reset(seed=seeds[(seat, card)])
+        for letter in history:
+            env.step("[check]" if letter == "p" else "[bet]")
+        prompt = policy.prompt_ids(env.observe(env.agent_selection))
+        answers = [
+            tokenizer(f"\\boxed{{{a}}}", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            for a in (_AGGRESSIVE[history], _PASSIVE[history])
+        ]
+        ids, attention, mask = pack([prompt, prompt], answers, tokenizer.pad_token_id, device)
+        logp, m = response_logprobs(model, ids, attention, mask)
+        p_aggressive, p_passive = (logp * m).sum(dim=1).exp().tolist()
+        total = p_aggressive + p_passive
+        probs[key] = p_aggressive / total if total > 0 else 0.5
+        invalid.append(1.0 - total)
+    return probs, float(np.mean(invalid))
+
+
+def kuhn_metrics(model, policy: Policy, obs_format: str = "") -> dict[str, float]:
+    probs, invalid_mass = kuhn_policy(model, policy, obs_format)
+    out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
+    out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
+    return out

@@ -1,0 +1,234 @@
+"""Self-play rollouts: many games in flight, every pending policy decision in one generation call.
+
+Each wave gathers the (game, seat) pairs waiting on the policy, renders their prompts, calls the
+engine once, and hands completion i back to decision i (SPIRAL's batch-index bug cannot happen:
+completions are matched by position in the very list that was sent). Opponent seats, when the
+opponent is a fixed agent, answer through ``act_batch``. Finished games turn into samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spiral_arena import make
+from spiral_arena.agents.prompting import single_turn_prompt
+from spiral_arena.core.actions import extract_answer
+from trainers.engines import Engine
+
+
+@dataclass
+class Turn:
+    """One training sample: one decision of one player."""
+
+    game: str
+    role: int
+    prompt: str  # the observation the policy answered
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    response: str
+    finished: bool  # the response ended with the end-of-turn token
+    reward: float = 0.0
+    advantage: float = 0.0
+
+
+@dataclass
+class GameResult:
+    game: str
+    returns: tuple[float, ...]  # the env's own rewards (zero-sum)
+    shaped: tuple[float, ...]  # what training uses (invalid-move shaping, truncation = draw)
+    policy_seats: tuple[int, ...]
+    invalid_by: int | None
+    truncated: bool
+    actions: int
+    turns: list[Turn] = field(default_factory=list)
+
+
+@dataclass
+class GameSpec:
+    """An entry of the game mixture: ``"KuhnPoker-v0:rounds=1"`` -> id + options."""
+
+    label: str
+    env_id: str
+    options: dict[str, Any]
+
+    @classmethod
+    def parse(cls, text: str) -> GameSpec:
+        env_id, _, opts = text.strip().partition(":")
+        options: dict[str, Any] = {}
+        for item in filter(None, opts.split(";")):
+            key, eq, value = item.partition("=")
+            if not eq:
+                raise ValueError(f"game option {item!r} in {text!r} must look like key=value")
+            options[key.strip()] = _literal(value.strip())
+        return cls(text.strip(), env_id, options)
+
+
+def _literal(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_mixture(games: str, weights: str) -> tuple[list[GameSpec], np.ndarray]:
+    specs = [GameSpec.parse(g) for g in games.split(",") if g.strip()]
+    if not specs:
+        raise ValueError("no games given")
+    w = np.array([float(x) for x in weights.split(",")], dtype=float) if weights else np.ones(len(specs))
+    if len(w) != len(specs) or (w < 0).any() or w.sum() <= 0:
+        raise ValueError(f"game_weights {weights!r} must be {len(specs)} non-negative numbers, not all zero")
+    return specs, w / w.sum()
+
+
+class Policy:
+    """The model's side of a decision: observation -> prompt token ids; batched generation."""
+
+    def __init__(self, engine: Engine, tokenizer, template: str = "spiral") -> None:
+        if template not in ("spiral", "bare"):
+            raise ValueError(f"prompt_template must be 'spiral' or 'bare', got {template!r}")
+        self.engine, self.tokenizer, self.template = engine, tokenizer, template
+
+    def prompt_ids(self, observation: str) -> list[int]:
+        content = single_turn_prompt(observation) if self.template == "spiral" else observation
+        text = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+        )
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+@dataclass
+class _Slot:
+    env: Any
+    spec: GameSpec
+    policy_seats: tuple[int, ...]
+    turns: list[Turn] = field(default_factory=list)
+    actions: int = 0
+
+
+def collect(
+    policy: Policy,
+    specs: list[GameSpec],
+    weights: np.ndarray,
+    *,
+    min_samples: int,
+    games_in_flight: int,
+    rng: np.random.Generator,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    max_game_actions: int,
+    invalid_penalty: float,
+    invalid_opponent_reward: float,
+    opponent: Any = None,
+    obs_format: str = "",
+    games: int | None = None,
+) -> list[GameResult]:
+    """Play games until finished games hold at least ``min_samples`` policy turns.
+
+    No new game starts once the finished and running games are expected to reach the target,
+    and running games are always played out, so no decision is wasted and none is off-policy.
+    ``opponent`` None is self-play (the policy holds every seat); otherwise the policy holds one
+    seat, alternating between games. ``games`` plays exactly that many games instead (evaluation).
+    """
+    kwargs = {"obs_format": obs_format} if obs_format else {}
+    results: list[GameResult] = []
+    slots: list[_Slot] = []
+    games_started = 0
+    finished_turns = 0
+    turns_per_game = 4.0  # running estimate, to stop launching games in time
+
+    def launch() -> None:
+        nonlocal games_started
+        spec = specs[int(rng.choice(len(specs), p=weights))]
+        env = make(spec.env_id, **spec.options, **kwargs)
+        env.reset(seed=int(rng.integers(2**31)))
+        n = len(env.possible_agents)
+        seats = tuple(range(n)) if opponent is None else (games_started % n,)
+        slots.append(_Slot(env, spec, seats))
+        games_started += 1
+
+    while True:
+        running_turns = sum(len(s.turns) for s in slots)
+        while len(slots) < games_in_flight and (
+            games_started < games
+            if games is not None
+            else finished_turns + running_turns + turns_per_game * len(slots) < min_samples
+        ):
+            launch()
+        if not slots:
+            break
+        # 1. fixed-opponent seats answer first, as one batch
+        if opponent is not None:
+            waiting = [s for s in slots if not _done(s) and _seat(s) not in s.policy_seats]
+            if waiting:
+                obs = [s.env.observe(s.env.agent_selection) for s in waiting]
+                infos = [s.env.infos[s.env.agent_selection] for s in waiting]
+                for slot, answer in zip(waiting, opponent.act_batch(obs, infos), strict=True):
+                    _step(slot, answer)
+        # 2. every decision waiting on the policy: one generation call, results matched by index
+        pending = [s for s in slots if not _done(s) and _seat(s) in s.policy_seats]
+        if pending:
+            observations = [s.env.observe(s.env.agent_selection) for s in pending]
+            prompts = [policy.prompt_ids(o) for o in observations]
+            completions = policy.engine.generate(
+                prompts, max_new_tokens, temperature, top_p, seed=int(rng.integers(2**31))
+            )
+            for slot, obs, prompt, completion in zip(pending, observations, prompts, completions, strict=True):
+                text = policy.decode(completion.token_ids)
+                slot.turns.append(
+                    Turn(slot.spec.label, _seat(slot), obs, prompt, completion.token_ids,
+                         completion.logprobs, text, completion.finished)
+                )
+                _step(slot, text)
+        # 3. finished games leave
+        for slot in [s for s in slots if _done(s) or s.actions >= max_game_actions]:
+            slots.remove(slot)
+            result = _finish(slot, invalid_penalty, invalid_opponent_reward, truncated=not _done(slot))
+            results.append(result)
+            finished_turns += len(result.turns)
+            turns_per_game = 0.8 * turns_per_game + 0.2 * max(1, len(result.turns))
+    return results
+
+
+def _seat(slot: _Slot) -> int:
+    env = slot.env
+    return env.possible_agents.index(env.agent_selection)
+
+
+def _done(slot: _Slot) -> bool:
+    return all(slot.env.terminations.values())
+
+
+def _step(slot: _Slot, text: str) -> None:
+    slot.env.step(text)
+    slot.actions += 1
+
+
+def _finish(slot: _Slot, invalid_penalty: float, invalid_opponent_reward: float, truncated: bool) -> GameResult:
+    env = slot.env
+    n = len(env.possible_agents)
+    returns = env.returns if not truncated else (0.0,) * n
+    offender = next((a for a, info in env.infos.items() if "invalid_move" in info), None) if not truncated else None
+    invalid_by = None if offender is None else env.possible_agents.index(offender)
+    if invalid_by is not None:
+        shaped = tuple(invalid_penalty if i == invalid_by else invalid_opponent_reward for i in range(n))
+    else:
+        shaped = tuple(float(r) for r in returns)
+    for turn in slot.turns:
+        turn.reward = shaped[turn.role]
+    return GameResult(slot.spec.label, tuple(returns), shaped, slot.policy_seats, invalid_by, truncated,
+                      slot.actions, slot.turns)
+
+
+def response_action(text: str) -> str:
+    """The part of a response the game read as the move (for transcripts)."""
+    return extract_answer(text)

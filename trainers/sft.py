@@ -1,0 +1,95 @@
+"""Supervised warm start: teach the answer format (a final ``\\boxed{action}``) on legal play.
+
+The default data is uniformly random legal play from our own envs, so no human or model data
+enters; ``spiral-arena sft --data FILE.jsonl`` trains on any transcript file instead (e.g. expert
+games written by ``spiral-arena collect``), SPIRAL's SFT-on-expert-trajectories baseline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from spiral_arena import make
+from spiral_arena.agents import make_agent
+from trainers.logprobs import pack, response_logprobs
+from trainers.rollout import GameSpec, Policy
+
+
+def answer_text(action: str) -> str:
+    return f"\\boxed{{{action}}}"
+
+
+def play_transcripts(
+    agent_spec: str, specs: list[GameSpec], weights: np.ndarray, games: int, seed: int, obs_format: str = ""
+) -> Iterable[dict]:
+    """(observation, answer) records of ``games`` games played by ``agent_spec`` in every seat."""
+    rng = np.random.default_rng(seed)
+    agent = make_agent(agent_spec)
+    if hasattr(agent, "reset"):
+        agent.reset(seed=seed)
+    kwargs = {"obs_format": obs_format} if obs_format else {}
+    for _ in range(games):
+        spec = specs[int(rng.choice(len(specs), p=weights))]
+        env = make(spec.env_id, **spec.options, **kwargs)
+        env.reset(seed=int(rng.integers(2**31)))
+        for name in env.agent_iter():
+            obs, _, term, trunc, info = env.last()
+            if term or trunc:
+                env.step(None)
+                continue
+            action = agent.act(obs, info)
+            yield {"game": spec.label, "role": env.possible_agents.index(name), "prompt": obs, "response": answer_text(action)}
+            env.step(action)
+
+
+def read_transcripts(path: str | Path) -> list[dict]:
+    records = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if not {"prompt", "response"} <= record.keys():
+            raise ValueError(f"{path}:{n}: each line needs 'prompt' and 'response' fields")
+        records.append(record)
+    if not records:
+        raise ValueError(f"{path} holds no transcript lines")
+    return records
+
+
+def sft(
+    model,
+    policy: Policy,
+    records: list[dict],
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    on_step: Callable[[int, float], None] | None = None,
+) -> list[float]:
+    """Cross-entropy on the response tokens (and the end-of-turn token) of random batches."""
+    tokenizer = policy.tokenizer
+    device = next(model.parameters()).device
+    prompts = [policy.prompt_ids(r["prompt"]) for r in records]
+    targets = [tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in records]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    rng = np.random.default_rng(seed)
+    losses = []
+    model.train()
+    for step in range(steps):
+        idx = rng.choice(len(records), size=min(batch, len(records)), replace=False)
+        ids, attention, mask = pack([prompts[i] for i in idx], [targets[i] for i in idx], tokenizer.pad_token_id, device)
+        logp, m = response_logprobs(model, ids, attention, mask)
+        loss = -(logp * m).sum() / m.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+        if on_step is not None:
+            on_step(step, losses[-1])
+    return losses
