@@ -40,7 +40,10 @@ def save(
         },
         tmp / STATE_FILE,
     )
-    (tmp / "spiral_arena.json").write_text(json.dumps({"step": step, "kind": "spiral-arena checkpoint"}))
+    config = extra.get("config", {})
+    settings = {"step": step, "kind": "spiral-arena checkpoint",
+                "prompt_template": config.get("prompt_template", "spiral"), "obs_format": config.get("obs_format", "")}
+    (tmp / "spiral_arena.json").write_text(json.dumps(settings))
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final

@@ -14,15 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from spiral_arena import list_envs, make
+from spiral_arena import list_envs
 from spiral_arena.agents import make_agent
-from spiral_arena.analysis import KUHN_INFO_STATES, kuhn_exploitability
+from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
 from trainers.logprobs import pack, response_logprobs
 from trainers.rollout import GameSpec, Policy, collect
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
-_AGGRESSIVE = {"": "[bet]", "p": "[bet]", "b": "[call]", "pb": "[call]"}
-_PASSIVE = {"": "[check]", "p": "[check]", "b": "[fold]", "pb": "[fold]"}
 
 
 def eval_games(training_games: list[GameSpec], extra: str) -> list[GameSpec]:
@@ -58,39 +56,23 @@ def play_against(
     return metrics
 
 
-@torch.no_grad()
-def kuhn_policy(model, policy: Policy, obs_format: str = "") -> tuple[dict[str, float], float]:
-    """P(bet or call) at each information state, and the mean probability of an invalid answer."""
-    env = make("KuhnPoker-v0", rounds=1, **({"obs_format": obs_format} if obs_format else {}))
-    seeds = {}
-    for seed in range(200):  # one seed per dealt card of each seat
-        env.reset(seed=seed)
-        for seat in (0, 1):
-            seeds.setdefault((seat, env.state_.cards[seat]), seed)
+def model_scorer(model, policy: Policy):
+    """(observation, answers) -> log-prob of each whole answer (plus end of turn) under ``model``."""
     tokenizer, device = policy.tokenizer, next(model.parameters()).device
-    probs, invalid = {}, []
-    for key in KUHN_INFO_STATES:
-        card, history = "JQK".index(key[0]), key[1:]
-        seat = len(history) % 2
-        env.reset(seed=seeds[(seat, card)])
-        for letter in history:
-            env.step("[check]" if letter == "p" else "[bet]")
-        prompt = policy.prompt_ids(env.observe(env.agent_selection))
-        answers = [
-            tokenizer(f"\\boxed{{{a}}}", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            for a in (_AGGRESSIVE[history], _PASSIVE[history])
-        ]
-        ids, attention, mask = pack([prompt, prompt], answers, tokenizer.pad_token_id, device)
-        logp, m = response_logprobs(model, ids, attention, mask)
-        p_aggressive, p_passive = (logp * m).sum(dim=1).exp().tolist()
-        total = p_aggressive + p_passive
-        probs[key] = p_aggressive / total if total > 0 else 0.5
-        invalid.append(1.0 - total)
-    return probs, float(np.mean(invalid))
+
+    @torch.no_grad()
+    def score(observation: str, answers: list[str]) -> list[float]:
+        prompt = policy.prompt_ids(observation)
+        targets = [tokenizer(a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for a in answers]
+        ids, attention, positions, mask = pack([prompt] * len(answers), targets, tokenizer.pad_token_id, device)
+        logp, m = response_logprobs(model, ids, attention, positions, mask)
+        return (logp * m).sum(dim=1).tolist()
+
+    return score
 
 
 def kuhn_metrics(model, policy: Policy, obs_format: str = "") -> dict[str, float]:
-    probs, invalid_mass = kuhn_policy(model, policy, obs_format)
+    probs, invalid_mass = kuhn_policy_from_scores(model_scorer(model, policy), obs_format)
     out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
     out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
     return out

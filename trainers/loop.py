@@ -135,9 +135,9 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
     batches = [turns[i : i + config.micro_batch] for i in range(0, len(turns), config.micro_batch)]
 
     def forward(net, batch, grad: bool):
-        ids, attention, mask = pack([t.prompt_ids for t in batch], [t.response_ids for t in batch], pad, device)
+        ids, attention, positions, mask = pack([t.prompt_ids for t in batch], [t.response_ids for t in batch], pad, device)
         with torch.set_grad_enabled(grad):
-            return response_logprobs(net, ids, attention, mask, config.temperature)
+            return response_logprobs(net, ids, attention, positions, mask, config.temperature)
 
     old = [forward(model, b, False)[0] for b in batches]
     ref = [forward(reference, b, False)[0] for b in batches] if reference is not None else None

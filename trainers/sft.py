@@ -16,12 +16,9 @@ import torch
 
 from spiral_arena import make
 from spiral_arena.agents import make_agent
+from spiral_arena.analysis.read_policy import answer_text
 from trainers.logprobs import pack, response_logprobs
 from trainers.rollout import GameSpec, Policy
-
-
-def answer_text(action: str) -> str:
-    return f"\\boxed{{{action}}}"
 
 
 def play_transcripts(
@@ -82,8 +79,8 @@ def sft(
     model.train()
     for step in range(steps):
         idx = rng.choice(len(records), size=min(batch, len(records)), replace=False)
-        ids, attention, mask = pack([prompts[i] for i in idx], [targets[i] for i in idx], tokenizer.pad_token_id, device)
-        logp, m = response_logprobs(model, ids, attention, mask)
+        ids, attention, positions, mask = pack([prompts[i] for i in idx], [targets[i] for i in idx], tokenizer.pad_token_id, device)
+        logp, m = response_logprobs(model, ids, attention, positions, mask)
         loss = -(logp * m).sum() / m.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
 from spiral_arena.agents.prompting import single_turn_prompt
+from spiral_arena.core.observations import last_message
+
+SETTINGS_FILE = "spiral_arena.json"  # written by the trainer into every checkpoint
 
 
 class HFAgent(BaseAgent):
     """Generates one reply per observation; ``act_batch`` runs one left-padded ``generate`` call.
 
     The prompt is one user turn (framing, observation, answer instruction) through the model's
-    chat template, as in SPIRAL. ``temperature=0`` decodes greedily. Sampling uses torch's global
-    generator, reseeded by ``reset(seed)``.
+    chat template, as in SPIRAL. A training checkpoint's ``spiral_arena.json`` says how it was
+    prompted (``prompt_template`` "bare" = the observation alone; ``obs_format`` "last" = only the
+    latest message), and the agent prompts it the same way in any env. ``temperature=0`` decodes
+    greedily. Sampling uses torch's global generator, reseeded by ``reset(seed)``.
     """
 
     def __init__(
@@ -39,6 +46,10 @@ class HFAgent(BaseAgent):
             self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
         except OSError as error:
             raise ValueError(f"hf:{path} is not a transformers model directory: {error}") from error
+        settings_file = Path(path) / SETTINGS_FILE
+        settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
+        self.prompt_template = settings.get("prompt_template", "spiral")
+        self.obs_format = settings.get("obs_format", "")
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -50,8 +61,32 @@ class HFAgent(BaseAgent):
             self.torch.manual_seed(seed)
 
     def prompt_text(self, observation: str) -> str:
-        messages = [{"role": "user", "content": single_turn_prompt(observation)}]
+        if self.obs_format == "last":
+            observation = last_message(observation)
+        content = observation if self.prompt_template == "bare" else single_turn_prompt(observation)
+        messages = [{"role": "user", "content": content}]
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def score_answers(self, observation: str, answers: list[str]) -> list[float]:
+        """Log-probability of each whole answer (ending the turn) as the reply to ``observation``."""
+        torch = self.torch
+        tok = self.tokenizer
+        prompt = tok(self.prompt_text(observation), add_special_tokens=False)["input_ids"]
+        scores = []
+        with torch.no_grad():
+            for answer in answers:
+                target = tok(answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+                ids = torch.tensor([prompt + target], device=self.device)
+                logp = torch.log_softmax(self.model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+                positions = torch.arange(len(prompt) - 1, ids.shape[1] - 1, device=self.device)
+                scores.append(float(logp[positions, ids[0, len(prompt) :]].sum()))
+        return scores
+
+    def kuhn_policy(self) -> dict[str, float]:
+        """Its single-hand Kuhn policy, read from answer log-probs (for exact exploitability)."""
+        from spiral_arena.analysis import kuhn_policy_from_scores
+
+        return kuhn_policy_from_scores(self.score_answers, self.obs_format if self.obs_format != "last" else "")[0]
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         return self.act_batch([observation], [info])[0]

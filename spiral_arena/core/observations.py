@@ -24,6 +24,13 @@ def sanitize(text: str) -> str:
     return _OUTSIDE_CHARSET.sub("?", text)
 
 
+def last_message(observation: str) -> str:
+    """The latest message of an observation in any format (messages start with ``[sender]``),
+    so a model trained on ``last`` observations can play envs that use another format."""
+    head, sep, tail = observation.rpartition("\n\n[")
+    return "[" + tail if sep else observation
+
+
 class MessageLog:
     """What each player has been told, in order; the full text is joined only when asked for."""
 

@@ -1,0 +1,217 @@
+"""Trainer pieces against hand-computed values: RAE, losses, rollouts' batching, config."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from trainers.config import TrainConfig, add_arguments, from_arguments  # noqa: E402
+from trainers.engines import Completion  # noqa: E402
+from trainers.losses import aggregate, kl_to_reference, policy_loss  # noqa: E402
+from trainers.rae import RAE  # noqa: E402
+from trainers.rollout import GameSpec, Policy, collect, parse_mixture  # noqa: E402
+
+
+def test_rae_reads_baseline_before_update():
+    rae = RAE(decay=0.95)
+    # b starts at 0: A1 = 1 - 0; b = 0.05
+    assert rae.advantage("Kuhn", 0, 1.0) == pytest.approx(1.0)
+    assert rae.baselines["Kuhn/0"] == pytest.approx(0.05)
+    # A2 = -1 - 0.05; b = 0.95*0.05 - 0.05 = -0.0025
+    assert rae.advantage("Kuhn", 0, -1.0) == pytest.approx(-1.05)
+    assert rae.baselines["Kuhn/0"] == pytest.approx(-0.0025)
+    # roles and games are independent
+    assert rae.advantage("Kuhn", 1, 1.0) == pytest.approx(1.0)
+    assert rae.advantage("TicTacToe", 0, 0.0) == 0.0
+    state = rae.state_dict()
+    other = RAE()
+    other.load_state_dict(state)
+    assert other.advantage("Kuhn", 0, 0.5) == rae.advantage("Kuhn", 0, 0.5)
+
+
+def test_rae_converges_to_mean_return():
+    rae = RAE(decay=0.9)
+    for _ in range(300):
+        rae.advantage("g", 0, 0.4)
+    assert rae.baselines["g/0"] == pytest.approx(0.4, abs=1e-6)
+    assert rae.advantage("g", 0, 0.4) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_rae_rejects_bad_decay():
+    with pytest.raises(ValueError, match="decay"):
+        RAE(decay=1.0)
+
+
+def test_reinforce_and_ppo_losses_by_hand():
+    logp = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, 0.0, 0.0]])
+    old = torch.tensor([[-1.0, -2.5, 0.0], [-0.5, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    adv = torch.tensor([2.0, -1.0])
+    loss, _ = policy_loss(logp, old, adv, mask, "reinforce", aggregation="token_mean")
+    # -(2*(-1) + 2*(-2) + (-1)*(-0.5)) / 3 tokens
+    assert float(loss) == pytest.approx(-(-2 - 4 + 0.5) / 3)
+    loss, _ = policy_loss(logp, old, adv, mask, "reinforce", aggregation="dr_grpo", max_tokens=10)
+    # per sequence sums: 6, -0.5 -> /10 -> mean over 2
+    assert float(loss) == pytest.approx((6 / 10 - 0.5 / 10) / 2)
+    loss, info = policy_loss(logp, old, adv, mask, "ppo", clip=0.2, aggregation="token_mean")
+    ratio = math.exp(0.5)  # token 2 of row 0, clipped to 1.2 with positive advantage
+    expected = -(1 * 2 + min(ratio, 1.2) * 2 + 1 * -1) / 3
+    assert float(loss) == pytest.approx(expected)
+    assert info["clip_fraction"] == pytest.approx(1 / 3)
+
+
+def test_ppo_gradient_is_zero_when_clipped():
+    logp = torch.tensor([[0.0]], requires_grad=True)
+    old = torch.tensor([[-1.0]])  # ratio e > 1.2, positive advantage: clipped, no gradient
+    loss, _ = policy_loss(logp, old, torch.tensor([1.0]), torch.ones(1, 1), "ppo", aggregation="token_mean")
+    loss.backward()
+    assert float(logp.grad) == 0.0
+
+
+def test_kl_k3_is_zero_at_reference_and_positive_elsewhere():
+    mask = torch.ones(1, 3)
+    same = torch.tensor([[-1.0, -2.0, -0.5]])
+    assert float(kl_to_reference(same, same, mask, "token_mean", 1)) == pytest.approx(0.0)
+    assert float(kl_to_reference(same, same - 0.3, mask, "token_mean", 1)) > 0
+
+
+def test_aggregate_rejects_unknown():
+    with pytest.raises(ValueError, match="aggregation"):
+        aggregate(torch.ones(1, 1), torch.ones(1, 1), "mean", 1)
+
+
+class EchoEngine:
+    """A scripted engine: each completion spells out which prompt it answers (its length and a
+    checksum), so a mix-up between games would be visible. Stands in for a model; no GPU."""
+
+    def __init__(self, tokenizer, answer):
+        self.tokenizer, self.answer, self.calls = tokenizer, answer, []
+
+    def generate(self, prompts, max_new_tokens, temperature, top_p, seed):
+        self.calls.append(len(prompts))
+        return [Completion(self.tokenizer.encode(self.answer(p)), [0.0], True) for p in prompts]
+
+    def load_weights(self, model):
+        pass
+
+
+class CharTokenizer:
+    """One token per character; enough for Policy without any model files."""
+
+    eos_token_id = 0
+
+    def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+        return messages[0]["content"]
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def encode(self, text):
+        return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids if i)
+
+
+def test_each_game_gets_its_own_completion():
+    """SPIRAL's batch-index bug would hand every game the first game's answer."""
+    tok = CharTokenizer()
+
+    def answer(prompt_ids):
+        text = "".join(chr(i) for i in prompt_ids)
+        legal = text.rsplit("Legal actions: ", 1)[1].rstrip(".").split(", ")
+        return f"\\boxed{{{legal[-1]}}}"  # the last legal cell: different per board
+
+    engine = EchoEngine(tok, answer)
+    policy = Policy(engine, tok, "bare")
+    specs, weights = parse_mixture("TicTacToe-v0", "")
+    results = collect(policy, specs, weights, min_samples=60, games_in_flight=8, rng=np.random.default_rng(0),
+                      max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=50, invalid_penalty=-1.5,
+                      invalid_opponent_reward=0.5, obs_format="last")
+    assert max(engine.calls) > 1  # really batched
+    turns = [t for r in results for t in r.turns]
+    assert len(turns) >= 60
+    for r in results:
+        assert r.invalid_by is None  # every answer was legal for its own board
+        for t in r.turns:
+            assert t.response == answer(t.prompt_ids)
+            assert t.reward == r.shaped[t.role]
+
+
+def test_invalid_answers_are_shaped_and_attributed():
+    tok = CharTokenizer()
+    engine = EchoEngine(tok, lambda p: "\\boxed{[9]}")  # never a legal cell
+    policy = Policy(engine, tok, "bare")
+    specs, weights = parse_mixture("TicTacToe-v0", "")
+    results = collect(policy, specs, weights, min_samples=5, games_in_flight=4, rng=np.random.default_rng(1),
+                      max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=50, invalid_penalty=-1.5,
+                      invalid_opponent_reward=0.5)
+    for r in results:
+        assert r.invalid_by == 0 and r.shaped == (-1.5, 0.5) and r.returns == (-1.0, 1.0)
+
+
+def test_truncation_is_a_draw():
+    tok = CharTokenizer()
+
+    def answer(prompt_ids):
+        text = "".join(chr(i) for i in prompt_ids)
+        return "[Deny]" if "Open offer to you" in text else "Let us talk."
+
+    policy = Policy(EchoEngine(tok, answer), tok, "bare")
+    specs, weights = parse_mixture("SimpleNegotiation-v0", "")
+    results = collect(policy, specs, weights, min_samples=4, games_in_flight=2, rng=np.random.default_rng(2),
+                      max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=4, invalid_penalty=-1.5,
+                      invalid_opponent_reward=0.5)
+    assert all(r.truncated and r.shaped == (0.0, 0.0) and r.actions == 4 for r in results)
+
+
+def test_fixed_opponent_trains_one_seat_alternating():
+    from spiral_arena.agents import RandomAgent
+
+    tok = CharTokenizer()
+
+    def answer(prompt_ids):
+        text = "".join(chr(i) for i in prompt_ids)
+        return text.rsplit("Legal actions: ", 1)[1].split(",")[0].rstrip(".")
+
+    policy = Policy(EchoEngine(tok, answer), tok, "bare")
+    specs, weights = parse_mixture("KuhnPoker-v0:rounds=1", "")
+    results = collect(policy, specs, weights, min_samples=0, games_in_flight=4, rng=np.random.default_rng(3),
+                      max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=50, invalid_penalty=-1.5,
+                      invalid_opponent_reward=0.5, opponent=RandomAgent(0), games=10, obs_format="last")
+    assert len(results) == 10
+    assert sorted(r.policy_seats[0] for r in results) == [0] * 5 + [1] * 5
+    for r in results:
+        assert all(t.role == r.policy_seats[0] for t in r.turns)
+
+
+def test_game_spec_and_mixture_parsing():
+    spec = GameSpec.parse("KuhnPoker-v0:rounds=1;reward=chips")
+    assert spec.env_id == "KuhnPoker-v0" and spec.options == {"rounds": 1, "reward": "chips"}
+    specs, weights = parse_mixture("TicTacToe-v0,KuhnPoker-v0", "3,1")
+    assert [s.env_id for s in specs] == ["TicTacToe-v0", "KuhnPoker-v0"] and list(weights) == [0.75, 0.25]
+    with pytest.raises(ValueError, match="game_weights"):
+        parse_mixture("TicTacToe-v0", "1,2")
+    with pytest.raises(ValueError, match="key=value"):
+        GameSpec.parse("KuhnPoker-v0:rounds")
+
+
+def test_config_recipes_files_and_flags(tmp_path):
+    import argparse
+
+    assert TrainConfig.build({}).recipe == "tiny"
+    spiral = TrainConfig.build({"model": "Qwen/Qwen3-4B-Base"})
+    assert (spiral.recipe, spiral.lr, spiral.epochs, spiral.clip, spiral.rae_decay) == ("spiral", 1e-6, 2, 0.2, 0.95)
+    (tmp_path / "c.toml").write_text('lr = 0.01\ngames = "TicTacToe-v0"\n')
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    config = from_arguments(parser.parse_args(["--config", str(tmp_path / "c.toml"), "--no-rae", "--steps", "7"]))
+    assert (config.lr, config.games, config.rae, config.steps, config.recipe) == (0.01, "TicTacToe-v0", False, 7, "tiny")
+    with pytest.raises(ValueError, match="unknown config field"):
+        TrainConfig.build({"learning_rate": 1})
+    with pytest.raises(ValueError, match="recipe"):
+        TrainConfig.build({"recipe": "huge"})
