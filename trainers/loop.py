@@ -47,8 +47,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
 
     # --- model, engine, opponent ---------------------------------------------------------------
     previous = checkpoint.latest(run_dir / "checkpoints") if config.resume else None
-    model, tokenizer = load_model(config, run_dir, previous, device)
-    engine = make_engine(config, model, tokenizer)
+    model, tokenizer, model_path = load_model(config, run_dir, previous, device)
+    engine = make_engine(config, model, tokenizer, model_path)
     policy = Policy(engine, tokenizer, config.prompt_template)
     opponent = None if config.opponent == "self" else make_agent(config.opponent)
     log = MetricsLog(run_dir, resume=previous is not None)
@@ -99,6 +99,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
 
         # 3. learner --------------------------------------------------------------------------
         t0 = time.monotonic()
+        engine.sleep()  # frees the accelerator for the update (vLLM); a no-op for the hf engine
         stats = update(model, reference, optimizer, trained, config, rng, device) if trained else {}
         scheduler.step()
         engine.load_weights(model)
@@ -238,7 +239,7 @@ def load_model(config: TrainConfig, run_dir: Path, previous: Path | None, device
 
         model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
-    return model, tokenizer
+    return model, tokenizer, path
 
 
 def load_reference(warm_dir: Path, model, device):
@@ -253,7 +254,7 @@ def load_reference(warm_dir: Path, model, device):
     return reference
 
 
-def make_engine(config: TrainConfig, model, tokenizer):
+def make_engine(config: TrainConfig, model, tokenizer, model_path):
     if config.backend == "hf":
         from trainers.engines.hf import HFEngine
 
@@ -261,7 +262,7 @@ def make_engine(config: TrainConfig, model, tokenizer):
     if config.backend == "vllm":
         from trainers.engines.vllm import VLLMEngine
 
-        return VLLMEngine(config, model, tokenizer)
+        return VLLMEngine(config, model, tokenizer, model_path)
     raise ValueError(f"backend must be 'hf' or 'vllm', got {config.backend!r}")
 
 
