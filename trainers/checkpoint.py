@@ -20,7 +20,16 @@ STATE_FILE = "trainer_state.pt"
 
 
 def save(
-    directory: Path, step: int, model, tokenizer, optimizer, scheduler, rae, rng: np.random.Generator, extra: dict
+    directory: Path,
+    step: int,
+    model,
+    tokenizer,
+    optimizer,
+    scheduler,
+    rae,
+    shard_rng_states: dict[int, dict],
+    learner_rng: np.random.Generator,
+    extra: dict,
 ) -> Path:
     final = directory / f"step_{step:06d}"
     tmp = directory / f".tmp_step_{step:06d}"
@@ -34,15 +43,20 @@ def save(
             "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(),
             "rae": rae.state_dict(),
-            "numpy_rng": rng.bit_generator.state,
+            "shard_rngs": shard_rng_states,
+            "learner_rng": learner_rng.bit_generator.state,
             "torch_rng": torch.get_rng_state(),
             "extra": extra,
         },
         tmp / STATE_FILE,
     )
     config = extra.get("config", {})
-    settings = {"step": step, "kind": "spiral-arena checkpoint",
-                "prompt_template": config.get("prompt_template", "spiral"), "obs_format": config.get("obs_format", "")}
+    settings = {
+        "step": step,
+        "kind": "spiral-arena checkpoint",
+        "prompt_template": config.get("prompt_template", "spiral"),
+        "obs_format": config.get("obs_format", ""),
+    }
     (tmp / "spiral_arena.json").write_text(json.dumps(settings))
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
@@ -54,11 +68,17 @@ def latest(directory: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def load_state(path: Path, optimizer, scheduler, rae, rng: np.random.Generator) -> dict[str, Any]:
+def load_state(
+    path: Path, optimizer, scheduler, rae, shard_rngs: dict[int, np.random.Generator], learner_rng: np.random.Generator
+) -> dict[str, Any]:
     state = torch.load(path / STATE_FILE, weights_only=False)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     rae.load_state_dict(state["rae"])
-    rng.bit_generator.state = state["numpy_rng"]
+    if set(shard_rngs) - set(state["shard_rngs"]):
+        raise ValueError(f"{path} was written with other rollout shards; resume with the same --rollout-shards")
+    for s, rng in shard_rngs.items():
+        rng.bit_generator.state = state["shard_rngs"][s]
+    learner_rng.bit_generator.state = state["learner_rng"]
     torch.set_rng_state(state["torch_rng"])
     return state

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 
 @dataclass
@@ -57,7 +58,10 @@ class TrainConfig:
 
     # --- rollouts ----------------------------------------------------------------------
     samples_per_step: int = 128
-    """Turns (training samples) gathered per policy step."""
+    """Turns (training samples) gathered per policy step (at least; whole games are kept)."""
+    rollout_shards: int = 1
+    """Independent rollout streams per step, split over torchrun ranks (a multiple of the rank count).
+    One process with N shards plays exactly what N ranks play."""
     games_in_flight: int = 32
     """Games played at once; all their pending decisions share one generation call."""
     max_new_tokens: int = 4096

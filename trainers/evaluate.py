@@ -41,8 +41,17 @@ def play_against(
             if hasattr(opponent, "reset"):
                 opponent.reset(seed=seed)
             results = collect(
-                policy, [spec], np.ones(1), min_samples=0, games_in_flight=n_games, rng=np.random.default_rng(seed),
-                opponent=opponent, games=n_games, invalid_penalty=-1.0, invalid_opponent_reward=1.0, **generation
+                policy,
+                [spec],
+                np.ones(1),
+                min_samples=0,
+                games_in_flight=n_games,
+                rng=np.random.default_rng(seed),
+                opponent=opponent,
+                games=n_games,
+                invalid_penalty=-1.0,
+                invalid_opponent_reward=1.0,
+                **generation,
             )
             counts: dict[str, int] = defaultdict(int)
             for r in results:

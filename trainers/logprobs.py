@@ -41,8 +41,11 @@ def response_logprobs(
     the tokens were actually drawn from (as SPIRAL's learner does).
     """
     r_width = response_mask.shape[1]
-    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions,
-                   logits_to_keep=r_width + 1).logits[:, :-1, :].float()
+    logits = (
+        model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=r_width + 1)
+        .logits[:, :-1, :]
+        .float()
+    )
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     targets = ids[:, -r_width:]

@@ -25,6 +25,7 @@ import torch
 from spiral_arena.agents import make_agent
 from trainers import checkpoint
 from trainers.config import TrainConfig
+from trainers.distributed import Distributed
 from trainers.evaluate import eval_games, kuhn_metrics, play_against
 from trainers.logprobs import pack, response_logprobs
 from trainers.losses import kl_to_reference, policy_loss
@@ -34,56 +35,107 @@ from trainers.sft import play_transcripts, sft
 
 
 def train(config: TrainConfig, progress: bool = True) -> Path:
-    run_dir = Path(config.output_dir or f"runs/{datetime.now():%Y%m%d-%H%M%S}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
+    device = torch.device(
+        "cuda"
+        if config.device == "auto" and torch.cuda.is_available()
+        else ("cpu" if config.device == "auto" else config.device)
+    )
+    ddp = Distributed(device)
+    if config.rollout_shards % ddp.world:
+        raise ValueError(f"rollout_shards ({config.rollout_shards}) must be a multiple of the {ddp.world} ranks")
+    run_dir = Path(ddp.gather(config.output_dir or f"runs/{datetime.now():%Y%m%d-%H%M%S}")[0])
+    if ddp.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
     torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available() else
-                          ("cpu" if config.device == "auto" else config.device))
+    # One random stream per rollout shard (rank r plays shards r, r + world, ...), one for the learner.
+    shards = list(range(ddp.rank, config.rollout_shards, ddp.world))
+    shard_rngs = {s: np.random.default_rng([config.seed, s]) for s in shards}
+    learner_rng = np.random.default_rng([config.seed, 1_000_000])
+    samples_per_shard = math.ceil(config.samples_per_step / config.rollout_shards)
     specs, weights = parse_mixture(config.games, config.game_weights)
-    generation = dict(max_new_tokens=config.max_new_tokens, top_p=config.top_p,
-                      max_game_actions=config.max_game_actions, obs_format=config.obs_format)
+    generation = dict(
+        max_new_tokens=config.max_new_tokens,
+        top_p=config.top_p,
+        max_game_actions=config.max_game_actions,
+        obs_format=config.obs_format,
+    )
 
     # --- model, engine, opponent ---------------------------------------------------------------
     previous = checkpoint.latest(run_dir / "checkpoints") if config.resume else None
+    if ddp.main and previous is None and config.model == "tiny":
+        tiny_model_dir(config, run_dir)
+    ddp.barrier()
     model, tokenizer, model_path = load_model(config, run_dir, previous, device)
     engine = make_engine(config, model, tokenizer, model_path)
     policy = Policy(engine, tokenizer, config.prompt_template)
     opponent = None if config.opponent == "self" else make_agent(config.opponent)
-    log = MetricsLog(run_dir, resume=previous is not None)
+    log = MetricsLog(
+        run_dir, resume_step=None if previous is None else int(previous.name.split("_")[1]), enabled=ddp.main
+    )
 
     # --- warm start (once per run; a resumed run reloads it) --------------------------------------
+    # Every rank runs the same seeded SFT, so all start from identical weights.
     warm_dir = run_dir / "warm_start"
     if previous is None and config.sft_steps > 0:
-        records = list(play_transcripts("random", specs, weights, games=2000, seed=config.seed,
-                                        obs_format=config.obs_format))
-        losses = sft(model, policy, records, config.sft_steps, config.sft_batch, config.sft_lr, config.seed)
+        records = list(
+            play_transcripts("random", specs, weights, games=2000, seed=config.seed, obs_format=config.obs_format)
+        )
+        losses = sft(
+            model,
+            policy,
+            records,
+            config.sft_steps,
+            config.sft_batch,
+            config.sft_lr,
+            config.seed,
+            progress=progress and ddp.main,
+        )
         log.write({"step": 0, "sft/loss_first": losses[0], "sft/loss_last": losses[-1]})
-        model.save_pretrained(warm_dir)
+    if previous is None and ddp.main and (config.sft_steps > 0 or config.kl_coef > 0):
+        model.save_pretrained(warm_dir)  # the policy RL starts from (and the KL anchor)
         tokenizer.save_pretrained(warm_dir)
     reference = None
-    if config.kl_coef > 0:
-        reference = load_reference(warm_dir, model, device)
+    if config.kl_coef > 0:  # the frozen warm-start policy; a resumed run reads it back from disk
+        reference = load_reference(warm_dir, device) if previous is not None else copy.deepcopy(model)
+        reference.eval().requires_grad_(False)
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.adam_beta1, config.adam_beta2),
-                                  weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), weight_decay=config.weight_decay
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(config, s))
     rae = RAE(config.rae_decay)
     start = 0
     if previous is not None:
-        start = checkpoint.load_state(previous, optimizer, scheduler, rae, rng)["step"]
+        start = checkpoint.load_state(previous, optimizer, scheduler, rae, shard_rngs, learner_rng)["step"]
 
     started = time.monotonic()
-    bar = progress_bar(config, start, progress)
+    bar = progress_bar(config, start, progress and ddp.main)
     step = start
     for step in range(start + 1, config.steps + 1):
         # 1. rollouts ------------------------------------------------------------------------
         t0 = time.monotonic()
-        results = collect(policy, specs, weights, min_samples=config.samples_per_step,
-                          games_in_flight=config.games_in_flight, rng=rng, temperature=config.temperature,
-                          invalid_penalty=config.invalid_penalty,
-                          invalid_opponent_reward=config.invalid_opponent_reward, opponent=opponent, **generation)
+        mine = [
+            collect(
+                policy,
+                specs,
+                weights,
+                min_samples=samples_per_shard,
+                games_in_flight=config.games_in_flight,
+                rng=shard_rngs[s],
+                temperature=config.temperature,
+                invalid_penalty=config.invalid_penalty,
+                invalid_opponent_reward=config.invalid_opponent_reward,
+                opponent=opponent,
+                **generation,
+            )
+            for s in shards
+        ]
+        # every rank gets every shard's games, in shard order, so RAE sees the same sequence everywhere
+        gathered = ddp.gather(dict(zip(shards, mine, strict=True)))
+        by_shard = {s: games for part in gathered for s, games in part.items()}
+        results = [game for s in sorted(by_shard) for game in by_shard[s]]
+        own = [game for s in shards for game in by_shard[s]]
         rollout_s = time.monotonic() - t0
 
         # 2. advantages: RAE baseline per (game, role), read before it is updated ----------------
@@ -95,48 +147,81 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     if turn.role == seat:
                         turn.advantage = adv
         turns = [t for g in results for t in g.turns]
-        trained = [t for t in turns if t.advantage != 0.0]  # zero advantage carries no gradient
+        trained = [t for g in own for t in g.turns if t.advantage != 0.0]  # zero advantage: no gradient
+        total_trained = int(ddp.sum([len(trained)])[0])
 
         # 3. learner --------------------------------------------------------------------------
         t0 = time.monotonic()
         engine.sleep()  # frees the accelerator for the update (vLLM); a no-op for the hf engine
-        stats = update(model, reference, optimizer, trained, config, rng, device) if trained else {}
+        stats = update(model, reference, optimizer, trained, total_trained, config, learner_rng, device, ddp)
         scheduler.step()
         engine.load_weights(model)
         update_s = time.monotonic() - t0
 
         # 4. metrics, evaluation, checkpoint ----------------------------------------------------
-        metrics = {"step": step, "time_s": time.monotonic() - started, "lr": scheduler.get_last_lr()[0],
-                   "rollout_s": rollout_s, "update_s": update_s, "samples": len(turns), "trained": len(trained),
-                   **stats, **rollout_metrics(results, turns, rollout_s), **{f"rae/{k}": v for k, v in rae.baselines.items()}}
+        metrics = {
+            "step": step,
+            "time_s": time.monotonic() - started,
+            "lr": scheduler.get_last_lr()[0],
+            "rollout_s": rollout_s,
+            "update_s": update_s,
+            "samples": len(turns),
+            "trained": total_trained,
+            **stats,
+            **rollout_metrics(results, turns, rollout_s),
+            **{f"rae/{k}": v for k, v in rae.baselines.items()},
+        }
         out_of_time = config.time_limit_s > 0 and metrics["time_s"] >= config.time_limit_s
+        out_of_time = bool(ddp.sum([float(out_of_time)])[0])  # all ranks stop at the same step
         last = step == config.steps or out_of_time
-        if step % config.eval_every == 0 or last:
+        if ddp.main and (step % config.eval_every == 0 or last):
             metrics.update(evaluate(model, policy, config, specs, final=last))
             log.transcripts(step, turns)
         log.write(metrics)
         if step % config.save_every == 0 or last:
-            checkpoint.save(run_dir / "checkpoints", step, model, tokenizer, optimizer, scheduler, rae, rng,
-                            {"config": asdict(config)})
+            states = ddp.gather({s: shard_rngs[s].bit_generator.state for s in shards})
+            if ddp.main:
+                checkpoint.save(
+                    run_dir / "checkpoints",
+                    step,
+                    model,
+                    tokenizer,
+                    optimizer,
+                    scheduler,
+                    rae,
+                    {s: st for part in states for s, st in part.items()},
+                    learner_rng,
+                    {"config": asdict(config)},
+                )
+        ddp.barrier()
         bar.update(metrics)
         if out_of_time:
             break
     bar.close()
-    if config.plots:
+    if config.plots and ddp.main:
         from trainers.plots import plot_run
 
         plot_run(run_dir)
+    ddp.close()
     return run_dir
 
 
-def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, rng, device) -> dict[str, float]:
-    """Old log-probs recomputed without grad, then ``epochs`` passes of one optimiser step each
-    (micro-batches accumulate into it, weighted by their share of the batch)."""
+def update(
+    model, reference, optimizer, turns: list[Turn], total: int, config: TrainConfig, rng, device, ddp: Distributed
+) -> dict[str, float]:
+    """Old log-probs recomputed without grad, then ``epochs`` passes of one optimiser step each.
+
+    Micro-batches accumulate into that step weighted by their share of all ``total`` trained turns
+    (over every rank); summing the ranks' gradients then gives the whole batch's gradient."""
+    if total == 0:
+        return {}
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     batches = [turns[i : i + config.micro_batch] for i in range(0, len(turns), config.micro_batch)]
 
     def forward(net, batch, grad: bool):
-        ids, attention, positions, mask = pack([t.prompt_ids for t in batch], [t.response_ids for t in batch], pad, device)
+        ids, attention, positions, mask = pack(
+            [t.prompt_ids for t in batch], [t.response_ids for t in batch], pad, device
+        )
         with torch.set_grad_enabled(grad):
             return response_logprobs(net, ids, attention, positions, mask, config.temperature)
 
@@ -150,19 +235,24 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
             batch = batches[i]
             logp, mask = forward(model, batch, True)
             advantages = torch.tensor([t.advantage for t in batch], device=device)
-            loss, info = policy_loss(logp, old[i], advantages, mask, config.loss, config.clip, config.aggregation,
-                                     config.max_new_tokens)
+            loss, info = policy_loss(
+                logp, old[i], advantages, mask, config.loss, config.clip, config.aggregation, config.max_new_tokens
+            )
             kl = kl_to_reference(logp, ref[i], mask, config.aggregation, config.max_new_tokens) if ref else None
             total = loss + config.kl_coef * kl if kl is not None else loss
-            share = len(batch) / len(turns)
+            share = len(batch) / total
             (total * share).backward()
             totals["loss"] += float(loss) * share / config.epochs
             totals["clip_fraction"] += info["clip_fraction"] * share / config.epochs
             if kl is not None:
                 totals["kl"] += float(kl) * share / config.epochs
-        totals["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)) / config.epochs
+        ddp.sum_gradients(model)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        totals["grad_norm"] += float(grad_norm) / config.epochs
         optimizer.step()
-    return dict(totals)
+    keys = ("loss", "clip_fraction", "kl")
+    summed = ddp.sum([totals[k] for k in keys])
+    return {**dict(zip(keys, summed, strict=True)), "grad_norm": totals["grad_norm"]}
 
 
 def evaluate(model, policy: Policy, config: TrainConfig, specs, final: bool) -> dict[str, float]:
@@ -171,9 +261,18 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, final: bool) -> 
         games = eval_games(specs, "") if not config.eval_env_ids else games
     opponents = [o for o in config.eval_opponents.split(",") if o]
     model.eval()
-    metrics = play_against(policy, games, opponents, config.eval_games, seed=12345,
-                           max_new_tokens=config.max_new_tokens, temperature=config.eval_temperature,
-                           top_p=config.top_p, max_game_actions=config.max_game_actions, obs_format=config.obs_format)
+    metrics = play_against(
+        policy,
+        games,
+        opponents,
+        config.eval_games,
+        seed=12345,
+        max_new_tokens=config.max_new_tokens,
+        temperature=config.eval_temperature,
+        top_p=config.top_p,
+        max_game_actions=config.max_game_actions,
+        obs_format=config.obs_format,
+    )
     if any(s.env_id == "KuhnPoker-v0" for s in specs):
         metrics.update(kuhn_metrics(model, policy, config.obs_format))
     model.train()
@@ -210,17 +309,23 @@ def lr_factor(config: TrainConfig, step: int) -> float:
     raise ValueError(f"lr_schedule must be constant, warmup or cosine; got {config.lr_schedule!r}")
 
 
+def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
+    """The embedded tiny model of this run, created on first use (tokenizer trained on our games)."""
+    from trainers.tiny import create_tiny
+
+    path = run_dir / "tiny_init"
+    if not path.exists():
+        create_tiny(path, [s.env_id for s in parse_mixture(config.games, config.game_weights)[0]], seed=config.seed)
+    return path
+
+
 def load_model(config: TrainConfig, run_dir: Path, previous: Path | None, device):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if previous is not None:
         path = previous
     elif config.model == "tiny":
-        from trainers.tiny import create_tiny
-
         path = run_dir / "tiny_init"
-        if not path.exists():
-            create_tiny(path, [s.env_id for s in parse_mixture(config.games, config.game_weights)[0]], seed=config.seed)
     else:
         path = config.model
     try:
@@ -237,21 +342,22 @@ def load_model(config: TrainConfig, run_dir: Path, previous: Path | None, device
     if config.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
-                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"
+            ),
+        )
     return model, tokenizer, path
 
 
-def load_reference(warm_dir: Path, model, device):
-    """The frozen warm-start policy the KL term anchors to (the initial model when there was no SFT)."""
-    if warm_dir.exists():
-        from transformers import AutoModelForCausalLM
+def load_reference(warm_dir: Path, device):
+    """The frozen warm-start policy the KL term anchors to, as saved before RL began."""
+    from transformers import AutoModelForCausalLM
 
-        reference = AutoModelForCausalLM.from_pretrained(warm_dir).to(device)
-    else:
-        reference = copy.deepcopy(model)
-    reference.eval().requires_grad_(False)
-    return reference
+    if not warm_dir.exists():
+        raise ValueError(f"cannot resume a KL-anchored run: its warm start {warm_dir} is missing")
+    return AutoModelForCausalLM.from_pretrained(warm_dir).to(device)
 
 
 def make_engine(config: TrainConfig, model, tokenizer, model_path):
@@ -269,22 +375,44 @@ def make_engine(config: TrainConfig, model, tokenizer, model_path):
 class MetricsLog:
     """metrics.jsonl (one line per step), transcripts.jsonl, optional TensorBoard and wandb."""
 
-    def __init__(self, run_dir: Path, resume: bool) -> None:
-        self.run_dir = run_dir
-        mode = "a" if resume else "w"
-        self.metrics = open(run_dir / "metrics.jsonl", mode)
-        self.transcript_file = open(run_dir / "transcripts.jsonl", mode)
+    def __init__(self, run_dir: Path, resume_step: int | None, enabled: bool = True) -> None:
+        self.enabled = enabled
+        if not enabled:
+            return
+        names = ("metrics.jsonl", "transcripts.jsonl")
+        if resume_step is not None:  # drop what a crashed run wrote after its last checkpoint
+            for name in names:
+                path = run_dir / name
+                kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= resume_step]
+                path.write_text("".join(line + "\n" for line in kept))
+        self.metrics, self.transcript_file = (
+            open(run_dir / name, "a" if resume_step is not None else "w") for name in names
+        )
 
     def write(self, metrics: dict[str, Any]) -> None:
-        self.metrics.write(json.dumps(metrics) + "\n")
-        self.metrics.flush()
+        if self.enabled:
+            self.metrics.write(json.dumps(metrics) + "\n")
+            self.metrics.flush()
 
     def transcripts(self, step: int, turns: list[Turn]) -> None:
+        if not self.enabled:
+            return
         for t in turns:
-            self.transcript_file.write(json.dumps({
-                "step": step, "game": t.game, "role": t.role, "prompt": t.prompt, "response": t.response,
-                "action": response_action(t.response), "reward": t.reward, "advantage": t.advantage,
-            }) + "\n")
+            self.transcript_file.write(
+                json.dumps(
+                    {
+                        "step": step,
+                        "game": t.game,
+                        "role": t.role,
+                        "prompt": t.prompt,
+                        "response": t.response,
+                        "action": response_action(t.response),
+                        "reward": t.reward,
+                        "advantage": t.advantage,
+                    }
+                )
+                + "\n"
+            )
         self.transcript_file.flush()
 
 
@@ -296,8 +424,13 @@ class progress_bar:  # noqa: N801 - used like tqdm
 
         self.by_time = config.time_limit_s > 0
         total = config.time_limit_s if self.by_time else config.steps
-        self.bar = tqdm(total=total, initial=0 if self.by_time else start, disable=not enabled,
-                        unit="s" if self.by_time else "step", dynamic_ncols=True)
+        self.bar = tqdm(
+            total=total,
+            initial=0 if self.by_time else start,
+            disable=not enabled,
+            unit="s" if self.by_time else "step",
+            dynamic_ncols=True,
+        )
 
     def update(self, metrics: dict[str, Any]) -> None:
         if self.by_time:

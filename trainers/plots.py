@@ -30,8 +30,12 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(7, 4))
         for key in keys:
             points = [(r["step"], r[key]) for r in rows if key in r]
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o" if len(points) < 30 else None,
-                    label=key.removeprefix("eval/").removeprefix("train/"))
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                marker="o" if len(points) < 30 else None,
+                label=key.removeprefix("eval/").removeprefix("train/"),
+            )
         ax.set_title(title)
         ax.set_xlabel("policy step")
         ax.grid(alpha=0.3)

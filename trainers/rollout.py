@@ -185,8 +185,16 @@ def collect(
             for slot, obs, prompt, completion in zip(pending, observations, prompts, completions, strict=True):
                 text = policy.decode(completion.token_ids)
                 slot.turns.append(
-                    Turn(slot.spec.label, _seat(slot), obs, prompt, completion.token_ids,
-                         completion.logprobs, text, completion.finished)
+                    Turn(
+                        slot.spec.label,
+                        _seat(slot),
+                        obs,
+                        prompt,
+                        completion.token_ids,
+                        completion.logprobs,
+                        text,
+                        completion.finished,
+                    )
                 )
                 _step(slot, text)
         # 3. finished games leave
@@ -225,8 +233,9 @@ def _finish(slot: _Slot, invalid_penalty: float, invalid_opponent_reward: float,
         shaped = tuple(float(r) for r in returns)
     for turn in slot.turns:
         turn.reward = shaped[turn.role]
-    return GameResult(slot.spec.label, tuple(returns), shaped, slot.policy_seats, invalid_by, truncated,
-                      slot.actions, slot.turns)
+    return GameResult(
+        slot.spec.label, tuple(returns), shaped, slot.policy_seats, invalid_by, truncated, slot.actions, slot.turns
+    )
 
 
 def response_action(text: str) -> str:

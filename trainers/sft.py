@@ -8,7 +8,7 @@ games written by ``spiral-arena collect``), SPIRAL's SFT-on-expert-trajectories 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,12 @@ def play_transcripts(
                 env.step(None)
                 continue
             action = agent.act(obs, info)
-            yield {"game": spec.label, "role": env.possible_agents.index(name), "prompt": obs, "response": answer_text(action)}
+            yield {
+                "game": spec.label,
+                "role": env.possible_agents.index(name),
+                "prompt": obs,
+                "response": answer_text(action),
+            }
             env.step(action)
 
 
@@ -66,20 +71,26 @@ def sft(
     batch: int,
     lr: float,
     seed: int,
-    on_step: Callable[[int, float], None] | None = None,
+    progress: bool = False,
 ) -> list[float]:
     """Cross-entropy on the response tokens (and the end-of-turn token) of random batches."""
     tokenizer = policy.tokenizer
     device = next(model.parameters()).device
     prompts = [policy.prompt_ids(r["prompt"]) for r in records]
-    targets = [tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in records]
+    targets = [
+        tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in records
+    ]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     rng = np.random.default_rng(seed)
+    from tqdm import tqdm
+
     losses = []
     model.train()
-    for step in range(steps):
+    for _ in tqdm(range(steps), desc="SFT warm start", disable=not progress, dynamic_ncols=True):
         idx = rng.choice(len(records), size=min(batch, len(records)), replace=False)
-        ids, attention, positions, mask = pack([prompts[i] for i in idx], [targets[i] for i in idx], tokenizer.pad_token_id, device)
+        ids, attention, positions, mask = pack(
+            [prompts[i] for i in idx], [targets[i] for i in idx], tokenizer.pad_token_id, device
+        )
         logp, m = response_logprobs(model, ids, attention, positions, mask)
         loss = -(logp * m).sum() / m.sum()
         optimizer.zero_grad(set_to_none=True)
@@ -87,6 +98,4 @@ def sft(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
-        if on_step is not None:
-            on_step(step, losses[-1])
     return losses

@@ -29,7 +29,7 @@ def game_corpus(env_ids: Iterable[str], games_per_env: int = 50, seed: int = 0) 
         agent = RandomAgent(seed)
         for g in range(games_per_env):
             env.reset(seed=seed + g)
-            for name in env.agent_iter():
+            for _ in env.agent_iter():
                 obs, _, term, trunc, info = env.last()
                 if term or trunc:
                     env.step(None)
