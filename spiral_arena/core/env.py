@@ -10,7 +10,7 @@ from pettingzoo import AECEnv
 
 from spiral_arena.core.actions import InvalidMove
 from spiral_arena.core.game import TextGame
-from spiral_arena.core.observations import CHARSET, OBS_FORMATS, MessageLog
+from spiral_arena.core.observations import CHARSET, OBS_FORMATS, MessageLog, sanitize
 
 INVALID_MOVE_MODES = ("lose", "retry")
 MAX_OBSERVATION_CHARS = 1_000_000
@@ -210,6 +210,7 @@ class TextGameEnv(AECEnv):
         self.agent_selection = agents[(current + 1) % len(agents)] if current >= 0 else agents[0]
 
     def _on_invalid(self, player: int, reason: str) -> None:
+        reason = sanitize(reason)  # reasons may quote player text; observations must stay in the space
         agents = self.possible_agents
         offender = agents[player]
         if self.invalid_move == "retry":
