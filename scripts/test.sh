@@ -2,6 +2,9 @@
 # Everything the test suite needs on a fresh machine, then the suite. Used by the README and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ ! -x /usr/bin/chromium ]; then  # the leaderboard's HTML page is tested in a real headless browser
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[dev]'

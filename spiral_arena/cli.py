@@ -75,6 +75,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from leaderboard.cli import main as leaderboard_main
+
+    return leaderboard_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spiral-arena", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -103,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(p)
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("leaderboard", help="cross-play ratings: run a duplicate round robin, or show stored results")
+    from leaderboard.cli import add_arguments as add_leaderboard_arguments
+
+    add_leaderboard_arguments(p)
+    p.set_defaults(func=cmd_leaderboard)
     return parser
 
 

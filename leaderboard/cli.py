@@ -1,0 +1,130 @@
+"""``spiral-arena leaderboard [run|show]``: arguments here, work in the modules they call.
+
+Without a subcommand it plays the default round robin (built-in agents and the latest checkpoint of
+every run under ./runs, on the three training games) and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_DB = "leaderboard.sqlite"
+DEFAULT_GAMES_PER_PAIR = 20
+
+
+def _csv(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from leaderboard.schedule import DEFAULT_GAMES
+
+    parser.description = (
+        "Cross-play ratings. Without a subcommand: a duplicate round robin of random, expert and the latest "
+        "checkpoint of every run under ./runs on the training games, stored in leaderboard.sqlite, then the table."
+    )
+    sub = parser.add_subparsers(dest="leaderboard_command")
+    run = sub.add_parser("run", help="play a duplicate round robin and store every game")
+    run.add_argument(
+        "--agents",
+        default=None,
+        help="comma-separated entries [NAME=]SPEC[#OPTION=VALUE...], e.g. random,expert#alpha=0.2,hf:PATH "
+        "(default: random, expert and the latest checkpoint of each run under ./runs)",
+    )
+    run.add_argument("--games", default=",".join(DEFAULT_GAMES), help="comma-separated env ids (default: %(default)s)")
+    run.add_argument(
+        "--games-per-pair",
+        type=int,
+        default=DEFAULT_GAMES_PER_PAIR,
+        help="games per pair and game id, even: each seed is played from both seats (default: %(default)s)",
+    )
+    run.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
+    run.add_argument("--workers", type=int, default=1, help="worker processes (default: %(default)s)")
+    run.add_argument("--seed", type=int, default=0, help="first game seed; seeds are SEED, SEED+1, ... (default: 0)")
+    run.add_argument("--retry-errors", action="store_true", help="play again the games stored as errors")
+    run.add_argument("--runs", default="runs", help="where to look for checkpoints without --agents (default: runs)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    show = sub.add_parser("show", help="ratings and tables from a results database")
+    show.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
+    show.add_argument("--game", default=None, help="only this env id")
+    show.add_argument("--html", type=Path, help="write a self-contained HTML page here")
+    show.add_argument("--png", type=Path, help="write the ratings plot and heatmap here")
+    show.add_argument("--csv", type=Path, help="write the standings as CSV here")
+    show.add_argument("--json", type=Path, help="write the standings and head-to-head records as JSON here")
+
+
+def _show(standings, args: argparse.Namespace) -> None:
+    from leaderboard import report
+
+    report.print_tables(standings)
+    for kind in ("html", "png", "csv", "json"):
+        path = getattr(args, kind, None)
+        if path is not None:
+            getattr(report, f"write_{kind}")(standings, path)
+            print(f"wrote {path}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from leaderboard import store
+    from leaderboard.entrants import default_entrants, parse_entrants
+    from leaderboard.runner import run
+    from leaderboard.standings import compute
+
+    entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
+    games = _csv(args.games)
+    summary = run(
+        args.db,
+        entrants,
+        games,
+        args.games_per_pair,
+        seed=args.seed,
+        workers=args.workers,
+        retry_errors=args.retry_errors,
+        progress=False if args.no_progress else None,
+    )
+    print(
+        f"{summary.scheduled} games scheduled: {summary.already_stored} already stored, {summary.played} played, "
+        f"{len(summary.errors)} ended by an agent error (stored, not rated) -> {args.db}"
+    )
+    conn = store.connect(args.db)
+    try:
+        labels = [e.label for e in entrants]
+        standings = compute(store.load_games(conn, games, labels), store.load_agents(conn))
+    finally:
+        conn.close()
+    _show(standings, args)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from leaderboard import store
+    from leaderboard.standings import compute
+
+    conn = store.connect(args.db, create=False)
+    try:
+        games = store.load_games(conn, None if args.game is None else [args.game])
+        if not games and args.game is not None:
+            stored = [r[0] for r in conn.execute("SELECT DISTINCT env_id FROM games ORDER BY env_id")]
+            raise ValueError(f"no games of {args.game} in {args.db}; stored games: {', '.join(stored) or 'none'}")
+        standings = compute(games, store.load_agents(conn))
+    finally:
+        conn.close()
+    _show(standings, args)
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """Entry from ``spiral-arena leaderboard``; no subcommand means the default run."""
+    command = args.leaderboard_command
+    if command is None:
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        args = parser.parse_args(["run"])
+    try:
+        return cmd_show(args) if command == "show" else cmd_run(args)
+    except RuntimeError as error:
+        print(f"spiral-arena leaderboard: {error}", file=sys.stderr)
+        return 1

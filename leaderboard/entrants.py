@@ -1,0 +1,167 @@
+"""Who plays: entrant strings, checkpoint discovery, building agents, reading a Kuhn policy.
+
+An entrant is an agent spec (``random``, ``expert``, ``hf:PATH``, ``openai:MODEL``...) with optional
+constructor options and an optional name::
+
+    expert#alpha=0.2          ExpertAgent(alpha=0.2), stored as "expert#alpha=0.2"
+    bluffer=expert#alpha=0.3  the same kind of agent under the name "bluffer"
+
+The label (the name, else the redacted spec plus its options) is what the database stores, so it never
+carries URL credentials, and options that look like secrets are refused: keys come from environment
+variables only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spiral_arena.agents import Agent, RandomAgent, make_agent, parse_spec, redacted
+
+BUILTIN_SPECS = ("random", "expert")
+CHECKPOINT_MARKER = "spiral_arena.json"
+_NAME = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(?=[^=])")
+_OPTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_OPTION = re.compile(r"(?:^|_)(?:key|token|secret|password|credentials?)(?:$|_)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Entrant:
+    """One player of the leaderboard. ``spec`` is kept in memory only (it may hold URL credentials);
+    ``label`` and ``stored_spec`` are what gets written down."""
+
+    label: str
+    spec: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    @property
+    def stored_spec(self) -> str:
+        """The spec with its options, URL credentials removed: what the database may hold."""
+        return _stored_text(self.spec, self.options)
+
+    @property
+    def seed(self) -> int:
+        """The entrant's own seed option (0 if none): it shifts the per-game seeds of its agent."""
+        value = self.kwargs.get("seed", 0)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+
+def _option_value(text: str) -> Any:
+    """``3`` -> 3, ``0.2`` -> 0.2, ``true`` -> True; anything else stays a string."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return value if isinstance(value, (int, float, bool, str)) else text
+
+
+def _option_text(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+def _stored_text(spec: str, options: tuple[tuple[str, Any], ...]) -> str:
+    return redacted(spec) + "".join(f"#{k}={_option_text(v)}" for k, v in options)
+
+
+def parse_entrant(text: str) -> Entrant:
+    """``[NAME=]SPEC[#KEY=VALUE]...`` -> an Entrant, or ValueError naming what is wrong."""
+    raw = text.strip()
+    if not raw:
+        raise ValueError("empty agent entry; give an agent spec such as random, expert or hf:PATH")
+    name_match = _NAME.match(raw)
+    name = name_match.group(1) if name_match else None
+    body = raw[len(name) + 1 :] if name else raw
+    spec, *option_texts = body.split("#")
+    if parse_spec(spec).kind == "human":
+        raise ValueError(
+            "human cannot play in a leaderboard (it needs a terminal); use random, expert, hf:PATH or an API spec"
+        )
+    options: dict[str, Any] = {}
+    for option in option_texts:
+        key, sep, value = option.partition("=")
+        if not sep or not _OPTION.match(key) or not value:
+            raise ValueError(
+                f"bad option {option!r} in agent entry {redacted(spec)!r}; write SPEC#NAME=VALUE, e.g. expert#alpha=0.2"
+            )
+        if _SECRET_OPTION.search(key):
+            raise ValueError(
+                f"option {key!r} looks like a secret and would be stored with the results; "
+                "API keys are read from environment variables (e.g. OPENAI_API_KEY)"
+            )
+        if key in options:
+            raise ValueError(f"option {key!r} is given twice in agent entry {redacted(spec)!r}")
+        options[key] = _option_value(value)
+    ordered = tuple(sorted(options.items()))
+    return Entrant(label=name or _stored_text(spec, ordered), spec=spec.strip(), options=ordered)
+
+
+def parse_entrants(text: str | list[str]) -> list[Entrant]:
+    """A comma-separated list (or a list) of entries; labels must be distinct."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    entrants = [parse_entrant(item) for item in items if item.strip()]
+    seen: set[str] = set()
+    for entrant in entrants:
+        if entrant.label in seen:
+            raise ValueError(
+                f"agent {entrant.label!r} is listed twice; give each entry once (or name copies: a=random,b=random)"
+            )
+        seen.add(entrant.label)
+    if len(entrants) < 2:
+        raise ValueError(f"a leaderboard needs at least 2 agents, got {len(entrants)}")
+    return entrants
+
+
+def find_checkpoints(runs_dir: Path) -> list[str]:
+    """``hf:`` specs of the latest checkpoint of every run under ``runs_dir``.
+
+    A checkpoint is ``<run>/checkpoints/step_NNNNNN/`` holding ``spiral_arena.json`` (written last by the
+    trainer, so a half-written step never counts).
+    """
+    specs = []
+    for run in sorted(p for p in runs_dir.glob("*") if p.is_dir()):
+        steps = []
+        for step in (run / "checkpoints").glob("step_*"):
+            number = step.name.removeprefix("step_")
+            if number.isdigit() and (step / CHECKPOINT_MARKER).is_file():
+                steps.append((int(number), step))
+        if steps:
+            specs.append(f"hf:{max(steps)[1]}")
+    return specs
+
+
+def default_entrants(runs_dir: Path = Path("runs")) -> list[Entrant]:
+    """The built-in agents and the latest checkpoint of every run."""
+    return [parse_entrant(spec) for spec in (*BUILTIN_SPECS, *find_checkpoints(runs_dir))]
+
+
+def build_agent(entrant: Entrant) -> Agent:
+    return make_agent(entrant.spec, **entrant.kwargs)
+
+
+def kuhn_policy_of(agent: Agent) -> dict[str, float] | None:
+    """The single-hand Kuhn policy an agent can state (probability of bet/call at the 12 info states
+    of ``spiral_arena.analysis.KUHN_INFO_STATES``), or None.
+
+    Agents say it through a ``kuhn_policy`` attribute (a mapping, or a method returning one). Two
+    built-ins state it without that attribute today: ``ExpertAgent`` through its Kuhn expert's
+    ``policy``, and ``RandomAgent``, whose uniform choice between the two legal actions is 1/2 everywhere.
+    """
+    from spiral_arena.analysis import KUHN_INFO_STATES
+
+    source = getattr(agent, "kuhn_policy", None)
+    if source is None:
+        experts = getattr(agent, "experts", None)
+        source = getattr(experts.get("KuhnPoker"), "policy", None) if isinstance(experts, Mapping) else None
+    if source is None and isinstance(agent, RandomAgent):
+        source = dict.fromkeys(KUHN_INFO_STATES, 0.5)
+    if callable(source):
+        source = source()
+    return None if source is None else {str(k): float(v) for k, v in dict(source).items()}

@@ -1,0 +1,354 @@
+"""Standings out: a terminal table (rich), CSV, JSON, a PNG plot and one self-contained HTML page.
+
+The HTML page has no external assets: CSS and the sorting script are inline and the plot is embedded
+as a base64 PNG, so the file can be mailed or archived as it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from leaderboard.standings import OVERALL, AgentStanding, Scope, Standings, score_matrix
+
+CSV_COLUMNS = (
+    "scope", "rank", "agent", "rating", "ci_low", "ci_high", "games", "wins", "draws", "losses", "score",
+    "mean_payoff", "payoff_unit", "invalid_rate", "errors", "exploitability",
+)  # fmt: skip
+PIPED_WIDTH = 200
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f}%"
+
+
+def _interval(row: AgentStanding) -> str:
+    return "" if row.low is None else f"{row.low:.0f}-{row.high:.0f}"
+
+
+def _has_exploitability(scope: Scope) -> bool:
+    return any(r.exploitability is not None for r in scope.agents)
+
+
+def _title(scope: Scope) -> str:
+    games = f"{scope.games} games" + (f", {scope.errors} errors left out" if scope.errors else "")
+    return f"{'Overall' if scope.name == OVERALL else scope.name} ({games}; ranked by {scope.ranked_by})"
+
+
+class Column(NamedTuple):
+    """One standings column: ``kind`` "num" or "text" says how it sorts; both functions take (rank, row)."""
+
+    header: str
+    kind: str
+    sort_value: Callable[[int, AgentStanding], Any]
+    text: Callable[[int, AgentStanding], str]
+
+
+def _columns(scope: Scope) -> list[Column]:
+    """The standings columns of ``scope``: payoff only per game, exploitability where an agent has one."""
+    cols = [
+        Column("#", "num", lambda k, r: k, lambda k, r: str(k)),
+        Column("Agent", "text", lambda k, r: r.label, lambda k, r: r.label),
+        Column("Rating", "num", lambda k, r: r.rating, lambda k, r: _num(r.rating, ".0f")),
+        Column("95% CI", "num", lambda k, r: r.low, lambda k, r: _interval(r)),
+        Column("Games", "num", lambda k, r: r.games, lambda k, r: str(r.games)),
+        Column("W-D-L", "num", lambda k, r: r.wins, lambda k, r: f"{r.wins}-{r.draws}-{r.losses}"),
+        Column("Score", "num", lambda k, r: r.score, lambda k, r: _pct(r.score)),
+    ]
+    if scope.payoff_unit is not None:
+        header = "Chips/game" if scope.payoff_unit == "chips" else "Reward/game"
+        cols.append(Column(header, "num", lambda k, r: r.mean_payoff, lambda k, r: _num(r.mean_payoff, "+.3f")))
+    cols += [
+        Column("Invalid", "num", lambda k, r: r.invalid_rate, lambda k, r: _pct(r.invalid_rate)),
+        Column("Errors", "num", lambda k, r: r.errors, lambda k, r: str(r.errors)),
+    ]
+    if _has_exploitability(scope):
+        cols.append(
+            Column("Exploit.", "num", lambda k, r: r.exploitability, lambda k, r: _num(r.exploitability, ".4f"))
+        )
+    return cols
+
+
+def print_tables(standings: Standings, console: Console | None = None) -> None:
+    """The standings of every scope; piped output gets wide lines rather than folded cells."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=PIPED_WIDTH)
+    for scope in standings.scopes:
+        columns = _columns(scope)
+        table = Table(title=_title(scope), title_justify="left", box=box.SIMPLE_HEAD)
+        for column in columns:
+            table.add_column(column.header, justify="left" if column.kind == "text" else "right")
+        for k, row in enumerate(scope.agents, 1):
+            table.add_row(*(column.text(k, row) for column in columns))
+        console.print(table)
+    if standings.errors:
+        console.print(f"[bold red]{len(standings.errors)} game(s) ended by an agent error (not rated):[/]")
+        for culprit, (count, example) in error_summary(standings).items():
+            console.print(f"  {culprit}: {count} game(s), e.g. {example}", markup=False, highlight=False)
+
+
+def error_summary(standings: Standings) -> dict[str, tuple[int, str]]:
+    """Agent that failed -> (number of games it broke off, the first error message)."""
+    summary: dict[str, tuple[int, str]] = {}
+    for g in standings.errors:
+        culprit = (g.player0, g.player1)[g.error_seat]
+        count, example = summary.get(culprit, (0, g.error))
+        summary[culprit] = (count + 1, example)
+    return summary
+
+
+def _record(scope: Scope, rank: int, row: AgentStanding) -> dict[str, Any]:
+    return {
+        "scope": scope.name,
+        "rank": rank,
+        "agent": row.label,
+        "rating": row.rating,
+        "ci_low": row.low,
+        "ci_high": row.high,
+        "games": row.games,
+        "wins": row.wins,
+        "draws": row.draws,
+        "losses": row.losses,
+        "score": row.score,
+        "mean_payoff": row.mean_payoff,
+        "payoff_unit": scope.payoff_unit,
+        "invalid_rate": row.invalid_rate,
+        "errors": row.errors,
+        "exploitability": row.exploitability,
+    }
+
+
+def write_csv(standings: Standings, path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for scope in standings.scopes:
+            for rank, row in enumerate(scope.agents, 1):
+                writer.writerow({k: "" if v is None else v for k, v in _record(scope, rank, row).items()})
+
+
+def to_json(standings: Standings) -> dict[str, Any]:
+    return {
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "bootstrap_resamples": standings.resamples,
+        "bootstrap_seed": standings.seed,
+        "scopes": [
+            {
+                "name": scope.name,
+                "ranked_by": scope.ranked_by,
+                "payoff_unit": scope.payoff_unit,
+                "games": scope.games,
+                "errors": scope.errors,
+                "standings": [_record(scope, rank, row) for rank, row in enumerate(scope.agents, 1)],
+                "head_to_head": {
+                    row: {
+                        col: {
+                            "wins": cell.wins,
+                            "draws": cell.draws,
+                            "losses": cell.losses,
+                            "mean_payoff": cell.mean_payoff,
+                        }
+                        for col, cell in cols.items()
+                    }
+                    for row, cols in scope.head_to_head.items()
+                },
+            }
+            for scope in standings.scopes
+        ],
+        "errors": [
+            {"env_id": g.env_id, "player0": g.player0, "player1": g.player1, "seed": g.seed, "error": g.error}
+            for g in standings.errors
+        ],
+    }
+
+
+def write_json(standings: Standings, path: Path) -> None:
+    Path(path).write_text(json.dumps(to_json(standings), indent=2), encoding="utf-8")
+
+
+def png_bytes(standings: Standings) -> bytes:
+    """Ratings with their intervals for every scope (left) and the head-to-head score heatmap of the
+    first scope, overall when there are several games (right)."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    main = standings.scopes[0]
+    labels, scores = score_matrix(main)
+    n = len(labels)
+    fig = Figure(figsize=(7 + 0.6 * n, 2 + 0.45 * n), layout="constrained")
+    ratings_ax, heat_ax = fig.subplots(1, 2, width_ratios=(1, 1))
+    count = len(standings.scopes)
+    for s, scope in enumerate(standings.scopes):
+        by_label = {r.label: r for r in scope.agents}
+        ys, xs, lows, highs = [], [], [], []
+        for y, label in enumerate(labels):
+            row = by_label.get(label)
+            if row is not None and row.rating is not None:
+                ys.append(y + (s - (count - 1) / 2) * 0.8 / max(count, 1))
+                xs.append(row.rating)
+                lows.append(row.rating - row.low)
+                highs.append(row.high - row.rating)
+        ratings_ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", capsize=3, label=scope.name)
+    ratings_ax.set_yticks(range(n), labels)
+    ratings_ax.invert_yaxis()
+    ratings_ax.set_xlabel("Bradley-Terry rating (Elo scale), 95% bootstrap interval")
+    ratings_ax.grid(axis="x", alpha=0.3)
+    fig.legend(loc="outside lower center", ncol=min(count, 4), fontsize="small")
+    colours = matplotlib.colormaps["RdYlGn"].with_extremes(bad="lightgrey")
+    image = heat_ax.imshow(np.ma.masked_invalid(scores), cmap=colours, vmin=0.0, vmax=1.0)
+    for i in range(n):
+        for j in range(n):
+            if not math.isnan(scores[i, j]):
+                heat_ax.text(j, i, f"{100 * scores[i, j]:.0f}", ha="center", va="center", fontsize=8)
+    heat_ax.set_xticks(range(n), labels, rotation=45, ha="right")
+    heat_ax.set_yticks(range(n), labels)
+    heat_ax.set_title(f"{main.name}: row's score vs column (%)", fontsize="medium")
+    fig.colorbar(image, ax=heat_ax, shrink=0.8)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def write_png(standings: Standings, path: Path) -> None:
+    Path(path).write_bytes(png_bytes(standings))
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def table_id(scope_name: str) -> str:
+    """The HTML id of a scope's standings table."""
+    return f"standings-{_slug(scope_name)}"
+
+
+def _standings_table(scope: Scope) -> str:
+    columns = _columns(scope)
+    head = "".join(f'<th data-type="{c.kind}">{html.escape(c.header)}</th>' for c in columns)
+    rows = []
+    for k, row in enumerate(scope.agents, 1):
+        cells = []
+        for column in columns:
+            value = column.sort_value(k, row)
+            key = html.escape("" if value is None else str(value))
+            cells.append(f'<td data-sort="{key}">{html.escape(column.text(k, row))}</td>')
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return (
+        f'<table class="sortable" id="{table_id(scope.name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _matrix_table(scope: Scope) -> str:
+    labels = [r.label for r in scope.agents]
+    head = "".join(f"<th>{html.escape(label)}</th>" for label in labels)
+    unit = f", mean {scope.payoff_unit}" if scope.payoff_unit else ""
+    rows = []
+    for row in labels:
+        cells = []
+        for col in labels:
+            cell = scope.head_to_head[row].get(col)
+            if cell is None or not cell.games:
+                cells.append("<td></td>")
+                continue
+            payoff = f"<br><small>{cell.mean_payoff:+.3f}</small>" if scope.payoff_unit else ""
+            hue = 120 * cell.score
+            cells.append(
+                f'<td style="background:hsl({hue:.0f},60%,85%)" title="{cell.games} games">'
+                f"{cell.wins}-{cell.draws}-{cell.losses}{payoff}</td>"
+            )
+        rows.append(f"<tr><th>{html.escape(row)}</th>{''.join(cells)}</tr>")
+    return (
+        f'<p class="note">Row against column: wins-draws-losses{unit}.</p>'
+        f'<table class="matrix" id="matrix-{_slug(scope.name)}"><thead><tr><th></th>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+table.sortable td:nth-child(2), table.sortable th:nth-child(2), .matrix th { text-align: left; }
+.matrix td { text-align: center; }
+table.sortable th { cursor: pointer; background: #f0f0f0; user-select: none; }
+th[aria-sort="ascending"]::after { content: " \\25B2"; }
+th[aria-sort="descending"]::after { content: " \\25BC"; }
+.note { color: #666; font-size: 0.9em; }
+img { max-width: 100%; }
+"""
+
+_JS = """
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var headers = table.tHead.rows[0].cells;
+  Array.prototype.forEach.call(headers, function (th, col) {
+    th.addEventListener("click", function () {
+      var up = th.getAttribute("aria-sort") !== "ascending";
+      var numeric = th.dataset.type === "num";
+      Array.prototype.forEach.call(headers, function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", up ? "ascending" : "descending");
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[col].dataset.sort, y = b.cells[col].dataset.sort;
+        if (x === "" || y === "") { return (x === "") - (y === ""); }  // blanks last either way
+        var c = numeric ? parseFloat(x) - parseFloat(y) : x.localeCompare(y);
+        return up ? c : -c;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
+
+
+def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> str:
+    picture = base64.b64encode(png_bytes(standings)).decode("ascii")
+    sections = []
+    for scope in standings.scopes:
+        sections.append(
+            f'<section id="scope-{_slug(scope.name)}"><h2>{html.escape(_title(scope))}</h2>'
+            f"{_standings_table(scope)}<h3>Head to head</h3>{_matrix_table(scope)}</section>"
+        )
+    errors = ""
+    if standings.errors:
+        items = "".join(
+            f"<li>{html.escape(agent)}: {count} game(s), e.g. <code>{html.escape(example)}</code></li>"
+            for agent, (count, example) in error_summary(standings).items()
+        )
+        errors = f"<h2>Errors (not rated)</h2><ul>{items}</ul>"
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_CSS}</style></head>
+<body><h1>{html.escape(title)}</h1>
+<p class="note">Generated {stamp}. Bradley-Terry ratings (a draw is half a win) on the Elo scale with 95% intervals
+from {standings.resamples} bootstrap resamples of duplicate seed pairs. Chip games are ranked by mean chips per game.
+Click a column header to sort.</p>
+<img alt="Ratings with 95% intervals and head-to-head scores" src="data:image/png;base64,{picture}">
+{"".join(sections)}{errors}
+<script>{_JS}</script></body></html>
+"""
+
+
+def write_html(standings: Standings, path: Path) -> None:
+    Path(path).write_text(html_page(standings), encoding="utf-8")

@@ -1,0 +1,256 @@
+"""The results database: SQLite in WAL mode, one row per game, safe for several writer processes.
+
+Every game is committed on its own, so a killed run loses only the games in flight; the unique key
+(env id, player_0, player_1, seed) makes writes idempotent (``INSERT OR IGNORE``), so a re-run or two
+runs at once never duplicate a game. The schema version lives in ``PRAGMA user_version``; opening a
+database applies the missing steps of ``MIGRATIONS`` inside one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import astuple, dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+
+import spiral_arena
+
+BUSY_TIMEOUT_S = 60.0
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """CREATE TABLE games (
+            id INTEGER PRIMARY KEY,
+            env_id TEXT NOT NULL,
+            env_version TEXT NOT NULL,
+            player0 TEXT NOT NULL,
+            player1 TEXT NOT NULL,
+            seed INTEGER NOT NULL,
+            reward0 REAL,
+            reward1 REAL,
+            payoff0 REAL,
+            payoff1 REAL,
+            invalid0 INTEGER NOT NULL DEFAULT 0,
+            invalid1 INTEGER NOT NULL DEFAULT 0,
+            invalid_reason TEXT,
+            error TEXT,
+            error_seat INTEGER,
+            transcript TEXT NOT NULL,
+            steps INTEGER NOT NULL,
+            duration_s REAL NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT NOT NULL,
+            package_version TEXT NOT NULL,
+            UNIQUE (env_id, player0, player1, seed)
+        )"""
+    )
+
+
+def _add_specs_and_agents(conn: sqlite3.Connection) -> None:
+    """v2: the spec behind each seat's label (names may alias specs), and what is known of each agent.
+    Version 1 labels were always the specs themselves, so they fill the new columns."""
+    conn.execute("ALTER TABLE games ADD COLUMN spec0 TEXT")
+    conn.execute("ALTER TABLE games ADD COLUMN spec1 TEXT")
+    conn.execute("UPDATE games SET spec0 = player0, spec1 = player1")
+    conn.execute(
+        """CREATE TABLE agents (
+            label TEXT PRIMARY KEY,
+            spec TEXT NOT NULL,
+            kuhn_policy TEXT,
+            kuhn_exploitability REAL,
+            recorded_at TEXT NOT NULL,
+            package_version TEXT NOT NULL
+        )"""
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _add_specs_and_agents)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Bring the schema to ``target`` (one transaction; concurrent openers wait and then see it done)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ValueError(
+                f"the leaderboard database has schema version {version}, newer than this spiral-arena "
+                f"({spiral_arena.__version__}) understands ({SCHEMA_VERSION}); upgrade spiral-arena"
+            )
+        for step in MIGRATIONS[version:target]:
+            step(conn)
+        if version < target:
+            conn.execute(f"PRAGMA user_version = {int(target)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return max(version, target)
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. SQLite answers "locked" at once, without waiting, when several processes open a new
+    file together and one is switching it, so this waits here instead."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
+    """Open (or with ``create``, make) the database at ``path`` and migrate it to the current schema."""
+    path = Path(path)
+    if not create and not path.is_file():
+        raise ValueError(f"no leaderboard database at {path}; make one with: spiral-arena leaderboard run --db {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        _use_wal(conn)
+        conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a killed process
+        migrate(conn)
+    except sqlite3.DatabaseError as error:
+        conn.close()
+        raise ValueError(f"{path} is not a usable leaderboard database: {error}") from error
+    return conn
+
+
+@dataclass
+class GameRow:
+    """Everything stored about one game. Rewards are None for games ended by an agent's error."""
+
+    env_id: str
+    env_version: str
+    player0: str
+    player1: str
+    spec0: str
+    spec1: str
+    seed: int
+    reward0: float | None
+    reward1: float | None
+    payoff0: float | None  # chips, for games that keep chips (Kuhn); None otherwise
+    payoff1: float | None
+    invalid0: bool
+    invalid1: bool
+    invalid_reason: str | None
+    error: str | None
+    error_seat: int | None
+    transcript: str  # JSON: {"moves": [[seat, text], ...], "end": final message}
+    steps: int
+    duration_s: float
+    started_at: str
+    finished_at: str
+    package_version: str
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.env_id, self.player0, self.player1, self.seed)
+
+
+_COLUMNS = tuple(f.name for f in fields(GameRow))
+_INSERT = f"INSERT OR IGNORE INTO games ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+
+
+def insert_game(conn: sqlite3.Connection, row: GameRow) -> bool:
+    """Store one game in its own transaction; False if that game was already stored."""
+    return conn.execute(_INSERT, astuple(row)).rowcount == 1
+
+
+def count_games(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM games").fetchone()[0]
+
+
+def stored_keys(conn: sqlite3.Connection, env_ids: Iterable[str]) -> set[tuple[str, str, str, int]]:
+    ids = list(env_ids)
+    query = f"SELECT env_id, player0, player1, seed FROM games WHERE env_id IN ({', '.join('?' * len(ids))})"
+    return {tuple(r) for r in conn.execute(query, ids)}
+
+
+def delete_errors(conn: sqlite3.Connection, keys: Iterable[tuple[str, str, str, int]]) -> int:
+    """Forget the error games among ``keys`` so that they are played again."""
+    conn.execute("BEGIN IMMEDIATE")
+    cursor = conn.executemany(
+        "DELETE FROM games WHERE error IS NOT NULL AND env_id = ? AND player0 = ? AND player1 = ? AND seed = ?",
+        list(keys),
+    )
+    conn.execute("COMMIT")
+    return cursor.rowcount
+
+
+def record_agent(
+    conn: sqlite3.Connection, label: str, spec: str, kuhn_policy: dict[str, float] | None, exploitability: float | None
+) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO agents VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            label,
+            spec,
+            None if kuhn_policy is None else json.dumps(kuhn_policy),
+            exploitability,
+            now(),
+            spiral_arena.__version__,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class StoredGame:
+    """The columns the ratings need (no transcript)."""
+
+    env_id: str
+    player0: str
+    player1: str
+    seed: int
+    reward0: float | None
+    reward1: float | None
+    payoff0: float | None
+    payoff1: float | None
+    invalid0: bool
+    invalid1: bool
+    error: str | None
+    error_seat: int | None
+
+
+def load_games(
+    conn: sqlite3.Connection, env_ids: Sequence[str] | None = None, labels: Sequence[str] | None = None
+) -> list[StoredGame]:
+    """Stored games, optionally only of ``env_ids`` and only between ``labels``."""
+    query = f"SELECT {', '.join(f.name for f in fields(StoredGame))} FROM games"
+    clauses, params = [], []
+    if env_ids is not None:
+        clauses.append(f"env_id IN ({', '.join('?' * len(env_ids))})")
+        params += list(env_ids)
+    if labels is not None:
+        marks = ", ".join("?" * len(labels))
+        clauses.append(f"player0 IN ({marks}) AND player1 IN ({marks})")
+        params += list(labels) * 2
+    if clauses:
+        query += " WHERE " + " AND ".join(clauses)
+    query += " ORDER BY id"
+    return [StoredGame(*r) for r in conn.execute(query, params)]
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    label: str
+    spec: str
+    kuhn_policy: dict[str, float] | None
+    kuhn_exploitability: float | None
+
+
+def load_agents(conn: sqlite3.Connection) -> dict[str, AgentRecord]:
+    rows = conn.execute("SELECT label, spec, kuhn_policy, kuhn_exploitability FROM agents")
+    return {r[0]: AgentRecord(r[0], r[1], None if r[2] is None else json.loads(r[2]), r[3]) for r in rows}
