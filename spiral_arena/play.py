@@ -17,8 +17,12 @@ class GameRecord:
     steps: int = 0
 
 
-def play_game(env: TextGameEnv, agents: Sequence[Agent], seed: int | None = None,
-              on_step: Callable[[str, str], None] | None = None) -> GameRecord:
+def play_game(
+    env: TextGameEnv,
+    agents: Sequence[Agent],
+    seed: int | None = None,
+    on_step: Callable[[str, str], None] | None = None,
+) -> GameRecord:
     """One game, agent i in seat i. Human agents get the env's validator, so typos re-prompt."""
     for agent in agents:
         if isinstance(agent, HumanAgent):

@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 
 import gymnasium
-import pytest
-
 import pettingzoo.test.api_test  # noqa: F401  (the module, not the function it re-exports)
+import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

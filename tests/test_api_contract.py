@@ -102,7 +102,9 @@ def test_gymnasium_check_env(env_id):
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_gym_wrapper_plays_to_the_end(env_id):
-    gym_env = spiral_arena.make_gym(env_id, opponent=RandomAgent(1), seat=len(spiral_arena.make(env_id).possible_agents) - 1)
+    gym_env = spiral_arena.make_gym(
+        env_id, opponent=RandomAgent(1), seat=len(spiral_arena.make(env_id).possible_agents) - 1
+    )
     learner = RandomAgent(2)
     for seed in range(10):
         obs, info = gym_env.reset(seed=seed)

@@ -49,7 +49,7 @@ def test_batched_greedy_equals_one_by_one(tiny_path):
     infos = [i for _, i in seen]
     assert len({len(o) for o in obs}) > 1  # different lengths, so padding is exercised
     batched = agent.act_batch(obs, infos)
-    single = [agent.act(o, i) for o, i in zip(obs, infos)]
+    single = [agent.act(o, i) for o, i in zip(obs, infos, strict=True)]
     assert batched == single
     assert len(set(batched)) > 1
 

@@ -129,9 +129,21 @@ def test_each_game_gets_its_own_completion():
     engine = EchoEngine(tok, answer)
     policy = Policy(engine, tok, "bare")
     specs, weights = parse_mixture("TicTacToe-v0", "")
-    results = collect(policy, specs, weights, min_samples=60, games_in_flight=8, rng=np.random.default_rng(0),
-                      max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=50, invalid_penalty=-1.5,
-                      invalid_opponent_reward=0.5, obs_format="last")
+    results = collect(
+        policy,
+        specs,
+        weights,
+        min_samples=60,
+        games_in_flight=8,
+        rng=np.random.default_rng(0),
+        max_new_tokens=8,
+        temperature=1.0,
+        top_p=1.0,
+        max_game_actions=50,
+        invalid_penalty=-1.5,
+        invalid_opponent_reward=0.5,
+        obs_format="last",
+    )
     assert max(engine.calls) > 1  # really batched
     turns = [t for r in results for t in r.turns]
     assert len(turns) >= 60
@@ -147,9 +159,20 @@ def test_invalid_answers_are_shaped_and_attributed():
     engine = EchoEngine(tok, lambda p: "\\boxed{[9]}")  # never a legal cell
     policy = Policy(engine, tok, "bare")
     specs, weights = parse_mixture("TicTacToe-v0", "")
-    results = collect(policy, specs, weights, min_samples=5, games_in_flight=4, rng=np.random.default_rng(1),
-                      max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=50, invalid_penalty=-1.5,
-                      invalid_opponent_reward=0.5)
+    results = collect(
+        policy,
+        specs,
+        weights,
+        min_samples=5,
+        games_in_flight=4,
+        rng=np.random.default_rng(1),
+        max_new_tokens=8,
+        temperature=1.0,
+        top_p=1.0,
+        max_game_actions=50,
+        invalid_penalty=-1.5,
+        invalid_opponent_reward=0.5,
+    )
     for r in results:
         assert r.invalid_by == 0 and r.shaped == (-1.5, 0.5) and r.returns == (-1.0, 1.0)
 
@@ -163,9 +186,20 @@ def test_truncation_is_a_draw():
 
     policy = Policy(EchoEngine(tok, answer), tok, "bare")
     specs, weights = parse_mixture("SimpleNegotiation-v0", "")
-    results = collect(policy, specs, weights, min_samples=4, games_in_flight=2, rng=np.random.default_rng(2),
-                      max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=4, invalid_penalty=-1.5,
-                      invalid_opponent_reward=0.5)
+    results = collect(
+        policy,
+        specs,
+        weights,
+        min_samples=4,
+        games_in_flight=2,
+        rng=np.random.default_rng(2),
+        max_new_tokens=8,
+        temperature=1.0,
+        top_p=1.0,
+        max_game_actions=4,
+        invalid_penalty=-1.5,
+        invalid_opponent_reward=0.5,
+    )
     assert all(r.truncated and r.shaped == (0.0, 0.0) and r.actions == 4 for r in results)
 
 
@@ -180,9 +214,23 @@ def test_fixed_opponent_trains_one_seat_alternating():
 
     policy = Policy(EchoEngine(tok, answer), tok, "bare")
     specs, weights = parse_mixture("KuhnPoker-v0:rounds=1", "")
-    results = collect(policy, specs, weights, min_samples=0, games_in_flight=4, rng=np.random.default_rng(3),
-                      max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=50, invalid_penalty=-1.5,
-                      invalid_opponent_reward=0.5, opponent=RandomAgent(0), games=10, obs_format="last")
+    results = collect(
+        policy,
+        specs,
+        weights,
+        min_samples=0,
+        games_in_flight=4,
+        rng=np.random.default_rng(3),
+        max_new_tokens=8,
+        temperature=1.0,
+        top_p=1.0,
+        max_game_actions=50,
+        invalid_penalty=-1.5,
+        invalid_opponent_reward=0.5,
+        opponent=RandomAgent(0),
+        games=10,
+        obs_format="last",
+    )
     assert len(results) == 10
     assert sorted(r.policy_seats[0] for r in results) == [0] * 5 + [1] * 5
     for r in results:
@@ -210,7 +258,13 @@ def test_config_recipes_files_and_flags(tmp_path):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     config = from_arguments(parser.parse_args(["--config", str(tmp_path / "c.toml"), "--no-rae", "--steps", "7"]))
-    assert (config.lr, config.games, config.rae, config.steps, config.recipe) == (0.01, "TicTacToe-v0", False, 7, "tiny")
+    assert (config.lr, config.games, config.rae, config.steps, config.recipe) == (
+        0.01,
+        "TicTacToe-v0",
+        False,
+        7,
+        "tiny",
+    )
     with pytest.raises(ValueError, match="unknown config field"):
         TrainConfig.build({"learning_rate": 1})
     with pytest.raises(ValueError, match="recipe"):

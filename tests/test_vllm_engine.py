@@ -51,9 +51,11 @@ class FakeLLM:
         done = self.engine.generate(ids, params.max_tokens, params.temperature, params.top_p, params.seed)
         outputs = []
         for c in done:
-            o = types.SimpleNamespace(token_ids=tuple(c.token_ids),
-                                      logprobs=[{t: Logprob(lp)} for t, lp in zip(c.token_ids, c.logprobs)],
-                                      finish_reason="stop" if c.finished else "length")
+            o = types.SimpleNamespace(
+                token_ids=tuple(c.token_ids),
+                logprobs=[{t: Logprob(lp)} for t, lp in zip(c.token_ids, c.logprobs, strict=True)],
+                finish_reason="stop" if c.finished else "length",
+            )
             outputs.append(types.SimpleNamespace(outputs=[o]))
         return outputs
 
@@ -96,12 +98,23 @@ def test_training_step_through_the_vllm_adapter(fake_vllm, tmp_path):
     from trainers.config import TrainConfig
     from trainers.loop import train
 
-    config = TrainConfig.build({
-        "output_dir": str(tmp_path / "run"), "backend": "vllm", "steps": 2, "sft_steps": 2,
-        "samples_per_step": 16, "games_in_flight": 8, "eval_every": 100, "eval_games": 2,
-        "eval_env_ids": "KuhnPoker-v0:rounds=1", "eval_opponents": "random", "time_limit_s": 0,
-        "plots": False, "micro_batch": 8,
-    })
+    config = TrainConfig.build(
+        {
+            "output_dir": str(tmp_path / "run"),
+            "backend": "vllm",
+            "steps": 2,
+            "sft_steps": 2,
+            "samples_per_step": 16,
+            "games_in_flight": 8,
+            "eval_every": 100,
+            "eval_games": 2,
+            "eval_env_ids": "KuhnPoker-v0:rounds=1",
+            "eval_opponents": "random",
+            "time_limit_s": 0,
+            "plots": False,
+            "micro_batch": 8,
+        }
+    )
     run = train(config, progress=False)
     llm = FakeLLM.instances[0]
     assert llm.kwargs["enable_sleep_mode"] and llm.kwargs["logprobs_mode"] == "processed_logprobs"
@@ -110,7 +123,10 @@ def test_training_step_through_the_vllm_adapter(fake_vllm, tmp_path):
     # each step: generate ..., sleep, wake weights, load, wake kv cache, reset prefix cache
     first_sleep = names.index("sleep")
     assert names[first_sleep : first_sleep + 5] == ["sleep", "wake_up", "apply_model", "load_weights", "wake_up"]
-    assert llm.calls[first_sleep + 1] == ("wake_up", ("weights",)) and llm.calls[first_sleep + 4] == ("wake_up", ("kv_cache",))
+    assert llm.calls[first_sleep + 1] == ("wake_up", ("weights",)) and llm.calls[first_sleep + 4] == (
+        "wake_up",
+        ("kv_cache",),
+    )
     assert names[first_sleep + 5] == "reset_prefix_cache"
     assert names.count("sleep") == 2 and names.count("reset_prefix_cache") == 2
     # after the last sync the served weights are exactly the learner's final weights

@@ -13,6 +13,17 @@ from spiral_arena.core.game import TextGame
 from spiral_arena.core.observations import CHARSET, OBS_FORMATS, MessageLog, sanitize
 
 INVALID_MOVE_MODES = ("lose", "retry")
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    """A 64-bit mixing function: nearby seeds map to unrelated generator states."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
 MAX_OBSERVATION_CHARS = 1_000_000
 MAX_ACTION_CHARS = 4096  # bound of the action space's samples; step() accepts longer text
 
@@ -59,10 +70,9 @@ class TextGameEnv(AECEnv):
         self.observation_spaces = {
             a: gymnasium.spaces.Text(MAX_OBSERVATION_CHARS, charset=CHARSET) for a in game.agents
         }
-        self.action_spaces = {
-            a: gymnasium.spaces.Text(MAX_ACTION_CHARS, charset=CHARSET) for a in game.agents
-        }
+        self.action_spaces = {a: gymnasium.spaces.Text(MAX_ACTION_CHARS, charset=CHARSET) for a in game.agents}
         self.state_: Any = None
+        self._bit_generator: np.random.PCG64 | None = None
 
     # -- PettingZoo API -------------------------------------------------------------------
 
@@ -74,7 +84,7 @@ class TextGameEnv(AECEnv):
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         # Games without chance skip the Generator: creating one costs as much as a whole move.
-        self.rng = np.random.default_rng(seed) if self.game.has_chance else None
+        self.rng = self._generator(seed) if self.game.has_chance else None
         self.state_ = self.game.new_state(self.rng)
         n = len(self.possible_agents)
         self.agents = list(self.possible_agents)
@@ -88,6 +98,32 @@ class TextGameEnv(AECEnv):
         for to, text in self.game.start_messages(self.state_):
             self._post(to, "GAME", text)
         self._after_move()
+
+    def _generator(self, seed: int | None) -> np.random.Generator:
+        """A Generator determined by ``seed`` (fresh entropy for None).
+
+        Building ``default_rng(seed)`` costs several times a whole Kuhn round, so the env keeps
+        one PCG64 and re-seeds it in place: state and stream increment are two splitmix64 mixes
+        of the seed, so different seeds get different streams.
+        """
+        if seed is None:
+            return np.random.default_rng()
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        if self._bit_generator is None:
+            self._bit_generator = np.random.PCG64(0)
+            self._rng = np.random.Generator(self._bit_generator)
+        seed = int(seed) & _MASK64
+        self._bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {
+                "state": _splitmix64(seed) << 64 | _splitmix64(seed ^ 0x5851F42D4C957F2D),
+                "inc": (_splitmix64(seed ^ 0x14057B7EF767814F) << 1) | 1,
+            },
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return self._rng
 
     def observe(self, agent: str) -> str:
         return self.log.observation(self._seat[agent])
@@ -161,30 +197,29 @@ class TextGameEnv(AECEnv):
             return
         if game.step_rewards:
             self._set_rewards(state.returns())
-        else:
-            self.rewards = {a: 0.0 for a in agents}
+        elif any(self.rewards.values()):
+            self.rewards = dict.fromkeys(agents, 0.0)
         player = state.current_player
         legal = game.legal_action_strings(state)
-        roles = game.roles
+        info: dict[str, Any] = {"game": game.name, "legal_actions": legal, "view": game.player_view(state, player)}
+        if legal is None:
+            info["action_format"] = action_line = game.action_format(state)
+            info["action_examples"] = game.action_examples(state)
+        else:
+            action_line = f"Legal actions: {', '.join(legal)}."
+        if game.roles:
+            info["role"] = game.roles[player]
         for i, agent in enumerate(agents):
-            if i == player:
-                info: dict[str, Any] = {
-                    "game": game.name,
-                    "legal_actions": legal,
-                    "view": game.player_view(state, i),
-                }
-                if legal is None:
-                    info["action_format"] = action_line = game.action_format(state)
-                    info["action_examples"] = game.action_examples(state)
-                else:
-                    action_line = f"Legal actions: {', '.join(legal)}."
-            else:
-                info = {"game": game.name, "legal_actions": None if legal is None else [], "view": {}}
-            if roles:
-                info["role"] = roles[i]
-            self.infos[agent] = info
-        self.log.post(player, "GAME", f"{game.turn_message(state, player)}\nYour turn. {action_line}")
+            self.infos[agent] = info if i == player else self._waiting_info(i, legal is None)
+        self.log.lines[player].append(f"[GAME] {game.turn_message(state, player)}\nYour turn. {action_line}")
         self.agent_selection = agents[player]
+
+    def _waiting_info(self, player: int, free_text: bool) -> dict[str, Any]:
+        """The info of a player who is not to act: nothing is legal for it now."""
+        info: dict[str, Any] = {"game": self.game.name, "legal_actions": None if free_text else [], "view": {}}
+        if self.game.roles:
+            info["role"] = self.game.roles[player]
+        return info
 
     def _set_rewards(self, returns: tuple[float, ...]) -> None:
         previous, self._returns = self._returns, returns

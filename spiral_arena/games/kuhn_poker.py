@@ -7,7 +7,7 @@ With ``rounds=1, reward="chips"`` this is exactly OpenSpiel's ``kuhn_poker``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,11 +21,12 @@ CARD_NAMES = ("J", "Q", "K")  # index = rank
 DEALS = ((0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1))  # (player 0's card, player 1's card)
 # Round history in OpenSpiel letters: p = check or fold (pass), b = bet or call.
 _PASS_ACTIONS = (CHECK, FOLD)
+_OPENING_ACTIONS = (CHECK, BET)
+_FACING_BET_ACTIONS = (FOLD, CALL)
 _DECIDED = {"pp", "bp", "bb", "pbp", "pbb"}
 
 
-@dataclass(frozen=True)
-class RoundResult:
+class RoundResult(NamedTuple):
     cards: tuple[int, int]
     history: str  # e.g. "pbb"
     opener: int
@@ -63,15 +64,16 @@ class KuhnPokerState:
     def _draw(self) -> tuple[int, int]:
         if self.rng is None:
             raise ValueError("this state needs an rng to deal cards")
-        return DEALS[int(self.rng.integers(6))]
+        return DEALS[int(self.rng.random() * 6)]  # uniform over the 6 ordered deals
 
     def legal_actions(self) -> list[str]:
         if self.current_player == TERMINAL:
             return []
-        return [FOLD, CALL] if self.history[-1:] == "b" else [CHECK, BET]
+        return list(_FACING_BET_ACTIONS if self.history[-1:] == "b" else _OPENING_ACTIONS)
 
     def apply(self, action: str) -> None:
-        if action not in self.legal_actions():
+        legal = _FACING_BET_ACTIONS if self.history[-1:] == "b" else _OPENING_ACTIONS
+        if self.current_player == TERMINAL or action not in legal:
             raise ValueError(f"{action!r} is not legal; legal: {self.legal_actions()}")
         self.history += "p" if action in _PASS_ACTIONS else "b"
         if self.history not in _DECIDED:
@@ -139,6 +141,7 @@ _SO_FAR = {
 _OPENING = {CHECK: CHECK, BET: BET}
 _FACING_BET = {FOLD: FOLD, CALL: CALL}
 _ACTION_TEXT = {CHECK: "checks", BET: "bets", CALL: "calls", FOLD: "folds"}
+_MOVE_TEXT = tuple({a: f"Player {p} {verb}." for a, verb in _ACTION_TEXT.items()} for p in (0, 1))
 _FIRST_PLAYER_CHOICES = (0, 1, "random")
 REWARDS = tuple(GOAL)
 
@@ -203,24 +206,22 @@ class KuhnPoker(TextGame):
         return choose(text, _FACING_BET if state.history[-1:] == "b" else _OPENING)
 
     def move_messages(self, state: KuhnPokerState, player: int, action: str) -> list[Message]:
-        messages: list[Message] = [(None, f"Player {player} {_ACTION_TEXT[action]}.")]
+        """The move; when it ends a round, one message per player with the result and the next deal."""
+        move = _MOVE_TEXT[player][action]
         if state.history and not state.is_terminal():  # the round goes on (the last one keeps its history)
-            return messages
+            return [(None, move)]
         r = state.results[-1]
         if r.showdown:
-            shown = f"Showdown: Player 0 has {CARD_NAMES[r.cards[0]]}, Player 1 has {CARD_NAMES[r.cards[1]]}. "
+            shown = f"Showdown: Player 0 has {CARD_NAMES[r.cards[0]]}, Player 1 has {CARD_NAMES[r.cards[1]]}."
         else:
-            shown = f"Player {1 - r.winner} folded. "
-        messages.append(
-            (
-                None,
-                f"{shown}Player {r.winner} wins {r.won} chip{'s' if r.won > 1 else ''} this round. "
-                f"Totals: Player 0 {state.chips[0]:+d}, Player 1 {state.chips[1]:+d}.",
-            )
+            shown = f"Player {1 - r.winner} folded."
+        result = (
+            f"{move} {shown} Player {r.winner} wins {r.won} chip{'s' if r.won > 1 else ''} this round. "
+            f"Totals: Player 0 {state.chips[0]:+d}, Player 1 {state.chips[1]:+d}."
         )
-        if not state.is_terminal():
-            messages += self.start_messages(state)
-        return messages
+        if state.is_terminal():
+            return [(None, result)]
+        return [(p, f"{result}\n{text}") for p, text in self.start_messages(state)]
 
     def start_messages(self, state: KuhnPokerState) -> list[Message]:
         """Each player's private card at the start of a round."""
