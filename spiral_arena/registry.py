@@ -19,6 +19,7 @@ from spiral_arena.games.simple_negotiation import SimpleNegotiation
 from spiral_arena.games.snake import Snake
 from spiral_arena.games.tictactoe import TicTacToe
 from spiral_arena.games.truth_and_deception import TruthAndDeception
+from spiral_arena.games.twenty_questions import TwentyQuestions
 
 ENV_KWARGS = ("obs_format", "invalid_move", "render_mode")
 
@@ -45,6 +46,7 @@ REGISTRY: dict[str, EnvSpec] = {
         EnvSpec("PigDice-v0", PigDice),
         EnvSpec("LiarsDice-v0", LiarsDice),
         EnvSpec("TruthAndDeception-v0", TruthAndDeception),
+        EnvSpec("TwentyQuestions-v0", TwentyQuestions),
     )
 }
 

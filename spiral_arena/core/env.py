@@ -62,7 +62,7 @@ class TextGameEnv(AECEnv):
         self.obs_format = obs_format
         self.invalid_move = invalid_move
         self.render_mode = render_mode
-        self.metadata = {**self.metadata, "name": env_id}
+        self.metadata = {**self.metadata, "name": env_id, "nondeterministic": not game.deterministic}
         self.possible_agents = list(game.agents)
         self._seat = {a: i for i, a in enumerate(game.agents)}
         self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
@@ -209,6 +209,7 @@ class TextGameEnv(AECEnv):
             action_line = f"Legal actions: {', '.join(legal)}."
         if game.roles:
             info["role"] = game.roles[player]
+        info.update(game.step_info(state))
         for i, agent in enumerate(agents):
             self.infos[agent] = info if i == player else self._waiting_info(i, legal is None)
         self.log.lines[player].append(f"[GAME] {game.turn_message(state, player)}\nYour turn. {action_line}")
@@ -235,6 +236,7 @@ class TextGameEnv(AECEnv):
             info: dict[str, Any] = {"game": self.game.name, "legal_actions": [], "view": {}}
             if self.game.roles:
                 info["role"] = self.game.roles[i]
+            info.update(self.game.step_info(self.state_))
             info.update(extra or {})
             self.infos[agent] = info
         reason = self.game.outcome_reason(self.state_) if extra is None else ""

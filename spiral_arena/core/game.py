@@ -50,6 +50,7 @@ class TextGame(ABC):
     roles: ClassVar[tuple[str, ...] | None] = None  # e.g. ("Deceiver", "Guesser")
     step_rewards: ClassVar[bool] = False  # True if returns() changes before the end
     has_chance: ClassVar[bool] = True  # False: new_state gets rng=None (no Generator is built)
+    deterministic: bool = True  # False when an outside model decides outcomes (an LLM judge)
 
     @abstractmethod
     def new_state(self, rng: np.random.Generator | None) -> State:
@@ -83,6 +84,10 @@ class TextGame(ABC):
     def player_view(self, state: State, player: int) -> dict[str, Any]:
         """What ``player`` knows now as plain values (own card, board, holdings...), never more than
         its observation text says. Scripted agents read this instead of parsing prose."""
+        return {}
+
+    def step_info(self, state: State) -> dict[str, Any]:
+        """Extra ``info`` entries after each move, also at the end (e.g. a per-turn verdict)."""
         return {}
 
     def action_examples(self, state: State) -> list[str]:

@@ -1,0 +1,355 @@
+"""Twenty Questions (after bethgelab/delta-belief-rl): one questioner, an oracle inside the env.
+
+The questioner asks up to ``max_questions`` yes/no questions about a secret noun. Each turn gets one
+verdict, and every verdict uses up a turn:
+
+- ``win``: a valid question that names the secret ends the game. The game decides this itself, never
+  the oracle: the secret must appear as a whole word, case-insensitively, after punctuation (not
+  hyphens) and digits are stripped, and a simple plural counts (s, es, y -> ies). Any mention wins,
+  also inside a comparison ("Is it bigger than a tiger?" for tiger). "cat" does not win for "category".
+- ``yes`` / ``no``: the oracle's answer (see ``twenty_questions_oracles``).
+- ``invalid``: not 2-500 characters, not ending with a single ``?``, or holding control or invisible
+  characters (C0 controls, DEL to NBSP, line and paragraph separators, and format characters such as
+  zero-width spaces). ``repeated``: the same question (compared word by word, case-insensitively) was
+  already answered. Both get a fixed feedback text and never end the game.
+- ``error``: the oracle had no answer (an LLM endpoint failed or replied without a clear yes/no). The
+  turn is used up without an answer or a penalty; the reason is in the player's view (``info["view"]``).
+
+Rewards (``reward=``):
+- ``"delta_belief"`` (default, delta-belief-rl's values): +2 for a win, -5 per invalid question, -1 per
+  repeated one, and -0.05 x the number of questions asked, charged once when the game ends. Unlike
+  upstream, the length term also applies to a game that ends after one question, so a shorter game is
+  always worth more (a first-question win scores 1.95, not 2).
+- ``"success"``: 1 for a win, else 0.
+Per-turn penalties arrive as step rewards (``step_rewards``) and are listed in the view.
+
+Secrets come from the built-in nouns of the table oracle by default, or from ``words="coca_plus_train"``
+/ ``"coca_plus_test"`` (downloaded and cached, see ``spiral_arena.wordlists``) or ``words_file=PATH``;
+``secret=`` fixes one. The table oracle only knows its own nouns, so other word lists need the LLM judge
+(``oracle="openai:MODEL"``): asking the table for them is an error at construction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from spiral_arena.core.actions import extract_answer
+from spiral_arena.core.game import TERMINAL, Message, TextGame
+from spiral_arena.core.observations import sanitize
+from spiral_arena.games.twenty_questions_oracles import (
+    Oracle,
+    OracleError,
+    TableOracle,
+    canonical_questions,
+    make_oracle,
+    normalize_question,
+    plural_forms,
+)
+from spiral_arena.wordlists import REMOTE_LISTS, load_word_list, read_words
+
+# ---- rules ------------------------------------------------------------------------------
+
+MIN_QUESTION_CHARS, MAX_QUESTION_CHARS = 2, 500
+plural_variants = plural_forms  # a word and its simple plurals (s, es, y -> ies): the win rule's plurals
+_CONTROL = re.compile("[\x00-\x1f\x7f-\xa0\u2028\u2029]")
+_DIGITS = re.compile(r"\d")
+_NOT_WORD = re.compile(r"[^\w\s-]|_")
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    win: float
+    per_question: float  # times the number of questions, once at the end
+    invalid: float
+    repeated: float
+
+
+REWARD_CONFIGS = {
+    "delta_belief": RewardConfig(win=2.0, per_question=-0.05, invalid=-5.0, repeated=-1.0),
+    "success": RewardConfig(win=1.0, per_question=0.0, invalid=0.0, repeated=0.0),
+}
+
+
+def question_problem(question: str) -> str | None:
+    """Why ``question`` is not a valid question, or None if it is."""
+    if not MIN_QUESTION_CHARS <= len(question) <= MAX_QUESTION_CHARS:
+        return f"it has {len(question)} characters; a question has {MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS}"
+    if not question.endswith("?"):
+        return "it does not end with a question mark"
+    if question.count("?") != 1:
+        return f"it has {question.count('?')} question marks; ask exactly one question"
+    if _CONTROL.search(question) or any(unicodedata.category(c) == "Cf" for c in question):
+        return "it contains a line break, a control character or an invisible character"
+    return None
+
+
+def words_of(text: str) -> list[str]:
+    """Lowercase words with digits removed and punctuation split off; inner hyphens stay ("e-mail")."""
+    text = _NOT_WORD.sub(" ", _DIGITS.sub("", text.casefold()))
+    return [w for w in (word.strip("-") for word in text.split()) if w]
+
+
+def names_secret(question: str, secret: str) -> bool:
+    """Whether ``question`` mentions ``secret`` as whole word(s), its last word possibly plural."""
+    target = words_of(secret)
+    if not target:
+        return False
+    words = words_of(question)
+    head, last = target[:-1], plural_variants(target[-1])
+    n = len(target)
+    return any(words[i : i + n - 1] == head and words[i + n - 1] in last for i in range(len(words) - n + 1))
+
+
+def repeat_key(question: str) -> str:
+    """Two questions are the same when their words are: case, spacing and punctuation do not count."""
+    return normalize_question(question)
+
+
+@dataclass(frozen=True)
+class Turn:
+    question: str
+    verdict: str  # yes, no, win, invalid, repeated or error
+    penalty: float  # the turn's own reward (invalid / repeated), before end-of-game terms
+    understood: bool = True  # False: the table oracle could not map the question and said "no"
+    detail: str | None = None  # why invalid, or the oracle's error
+
+
+class TwentyQuestionsState:
+    """The secret, the questions so far and their verdicts; the oracle answers inside ``apply``."""
+
+    def __init__(self, secret: str, oracle: Oracle, max_questions: int = 20, reward: str = "delta_belief") -> None:
+        if not words_of(secret):
+            raise ValueError(f"the secret {secret!r} has no letters; it must be a word")
+        self.secret = secret
+        self.oracle = oracle
+        self.max_questions = max_questions
+        self.reward = REWARD_CONFIGS[reward]
+        self.turns: list[Turn] = []
+        self.won = False
+        self.current_player = 0
+        self._answered: dict[str, str] = {}  # repeat key -> the question as first asked
+
+    def legal_actions(self) -> None:
+        return None  # any text; its validity is a verdict, not an illegal move
+
+    @property
+    def questions_left(self) -> int:
+        return self.max_questions - len(self.turns)
+
+    @property
+    def unmapped_questions(self) -> int:
+        return sum(not t.understood for t in self.turns)
+
+    def apply(self, question: str) -> None:
+        if self.is_terminal():
+            raise ValueError("the game is over")
+        cfg = self.reward
+        problem = question_problem(question)
+        key = repeat_key(question)
+        if problem is not None:
+            turn = Turn(question, "invalid", cfg.invalid, detail=problem)
+        elif key in self._answered:
+            turn = Turn(question, "repeated", cfg.repeated)
+        elif names_secret(question, self.secret):
+            turn = Turn(question, "win", 0.0)
+            self.won = True
+        else:
+            try:
+                reply = self.oracle.answer(self.secret, list(self._answered.values()), question)
+            except OracleError as error:
+                turn = Turn(question, "error", 0.0, detail=error.reason)
+            else:
+                turn = Turn(question, reply.answer, 0.0, understood=reply.understood)
+                self._answered[key] = question
+        self.turns.append(turn)
+        if self.won or not self.questions_left:
+            self.current_player = TERMINAL
+
+    def is_terminal(self) -> bool:
+        return self.current_player == TERMINAL
+
+    def returns(self) -> tuple[float]:
+        total = sum(t.penalty for t in self.turns)
+        if self.is_terminal():
+            total += (self.reward.win if self.won else 0.0) + self.reward.per_question * len(self.turns)
+        return (total,)
+
+
+# ---- text -------------------------------------------------------------------------------
+
+FEEDBACK = {
+    "yes": "Yes.",
+    "no": "No.",
+    "invalid": (
+        "Invalid question. Ask one yes/no question of 2 to 500 characters that ends with a single question "
+        "mark, without line breaks. This turn is used up."
+    ),
+    "repeated": "You already asked that question. This turn is used up.",
+    "error": "The answerer could not answer this question, so it gets no answer. This turn is used up.",
+}
+_SHOWN_QUESTION_CHARS = MAX_QUESTION_CHARS  # echo of an over-long question, cut to this
+ACTION_FORMAT = "Ask one yes/no question ending in a single '?', inside \\boxed{}, e.g. \\boxed{Is it an animal?}"
+_EXAMPLES_SHOWN = 5
+
+PROMPT = """\
+You are the questioner in a game of Twenty Questions. I have chosen a secret: {secret_kind}. Find it \
+by asking yes/no questions; I answer each one with yes or no. You have {max_questions} questions.
+You win as soon as one of your questions names the secret word, e.g. "Is it a <word>?".
+Rules: ask exactly one question per turn, 2 to 500 characters long, ending with a single question \
+mark and without line breaks. An invalid question, or one you already asked, uses up a turn and gets \
+no answer.
+{scoring}
+Write your question inside \\boxed{{}}, for example \\boxed{{Is it an animal?}}; only the boxed text \
+is read."""
+
+SCORING = {
+    "delta_belief": (
+        "Scoring: +2 for finding the secret; -0.05 for every question asked, counted when the game ends; "
+        "-5 for each invalid question and -1 for each repeated one."
+    ),
+    "success": "Scoring: 1 if you find the secret within the limit, else 0.",
+}
+BUILTIN_SECRET_KIND = "one common English noun for a concrete thing (an animal, plant, food, object or place)"
+LIST_SECRET_KIND = "one English noun"
+WORD_SOURCES = ("builtin", *REMOTE_LISTS)
+
+
+class TwentyQuestions(TextGame):
+    name = "TwentyQuestions"
+    description = "Twenty Questions: find a secret noun with yes/no questions; one questioner, oracle inside."
+    default_obs_format = "full"
+    agents = ("questioner",)
+    step_rewards = True
+
+    def __init__(
+        self,
+        secret: str | None = None,
+        max_questions: int = 20,
+        reward: str = "delta_belief",
+        oracle: str | Oracle = "table",
+        oracle_base_url: str | None = None,
+        oracle_api_key: str | None = None,
+        words: str = "builtin",
+        words_file: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """``secret`` fixes the secret; otherwise each reset draws one from ``words`` (or ``words_file``).
+
+        ``oracle``: ``"table"`` (offline, built-in nouns only), ``"openai:MODEL"`` (an LLM judge at
+        ``oracle_base_url`` or ``$OPENAI_BASE_URL``, key from ``oracle_api_key`` or ``$OPENAI_API_KEY``),
+        or an ``Oracle`` object. ``deterministic`` is False with an LLM judge.
+        """
+        if isinstance(max_questions, bool) or not isinstance(max_questions, int) or max_questions < 1:
+            raise ValueError(f"max_questions must be a positive integer, got {max_questions!r}")
+        if reward not in REWARD_CONFIGS:
+            raise ValueError(f"reward must be one of {tuple(REWARD_CONFIGS)}, got {reward!r}")
+        if words not in WORD_SOURCES:
+            raise ValueError(f"words must be one of {WORD_SOURCES} (or use words_file=PATH), got {words!r}")
+        if words_file is not None and words != "builtin":
+            raise ValueError(f"give either words={words!r} or words_file, not both")
+        if secret is not None and (words != "builtin" or words_file is not None):
+            raise ValueError("give either a fixed secret or a word list (words / words_file), not both")
+        if secret is not None and not isinstance(secret, str):
+            raise ValueError(f"secret must be a word (a str), got {secret!r}")
+        self.oracle = make_oracle(oracle, oracle_base_url, oracle_api_key)
+        self.deterministic = self.oracle.deterministic
+        self.max_questions, self.reward = max_questions, reward
+        self.secret = secret.strip() if secret is not None else None
+        if self.secret is not None:
+            pool: Sequence[str] = (self.secret,)
+        elif words_file is not None:
+            pool = read_words(words_file)
+        elif words == "builtin":
+            pool = TableOracle().nouns
+        else:
+            pool = load_word_list(words)
+        wordless = [w for w in pool if not words_of(w)]
+        if wordless:
+            raise ValueError(f"every secret must contain letters; these do not: {wordless[:5]}")
+        self.oracle.check_secrets(pool)
+        self.words = tuple(pool)
+        builtin = words == "builtin" and words_file is None
+        self.secret_kind = BUILTIN_SECRET_KIND if builtin else LIST_SECRET_KIND
+        self.example_bank = canonical_questions()
+
+    def new_state(self, rng: np.random.Generator) -> TwentyQuestionsState:
+        secret = self.words[int(rng.integers(len(self.words)))] if self.secret is None else self.secret
+        return TwentyQuestionsState(secret, self.oracle, self.max_questions, self.reward)
+
+    def prompt(self, player: int) -> str:
+        return PROMPT.format(
+            secret_kind=self.secret_kind, max_questions=self.max_questions, scoring=SCORING[self.reward]
+        )
+
+    def turn_message(self, state: TwentyQuestionsState, player: int) -> str:
+        return f"Questions left: {state.questions_left} of {state.max_questions}."
+
+    def parse(self, state: TwentyQuestionsState, text: str) -> str:
+        """The question: the last boxed text, else the whole answer. Never an invalid move: a bad
+        question is a verdict that costs a turn."""
+        return extract_answer(text)
+
+    def legal_action_strings(self, state: TwentyQuestionsState) -> None:
+        return None
+
+    def action_format(self, state: TwentyQuestionsState) -> str:
+        return ACTION_FORMAT
+
+    def action_examples(self, state: TwentyQuestionsState) -> list[str]:
+        """The next few table questions not yet answered (the same for every secret)."""
+        asked = {repeat_key(t.question) for t in state.turns}
+        return list(itertools.islice((q for q in self.example_bank if repeat_key(q) not in asked), _EXAMPLES_SHOWN))
+
+    def player_view(self, state: TwentyQuestionsState, player: int) -> dict[str, Any]:
+        """questions: each asked question with its verdict (yes, no, invalid, repeated, error);
+        last_turn: the latest verdict, its penalty and any reason; unmapped_questions: how many
+        questions the table oracle could not read (each was answered "no")."""
+        last = state.turns[-1] if state.turns else None
+        return {
+            "questions": [{"question": t.question, "answer": t.verdict} for t in state.turns],
+            "questions_asked": len(state.turns),
+            "questions_left": state.questions_left,
+            "max_questions": state.max_questions,
+            "last_turn": None
+            if last is None
+            else {"verdict": last.verdict, "turn_penalty": last.penalty, "detail": last.detail},
+            "unmapped_questions": state.unmapped_questions,
+        }
+
+    def step_info(self, state: TwentyQuestionsState) -> dict[str, Any]:
+        """verdict, turn_penalty and detail of the latest question (also after the last one), and
+        how many questions the table oracle could not read, for turn-level credit assignment."""
+        if not state.turns:
+            return {"unmapped_questions": state.unmapped_questions}
+        last = state.turns[-1]
+        return {
+            "verdict": last.verdict,
+            "turn_penalty": last.penalty,
+            "detail": last.detail,
+            "unmapped_questions": state.unmapped_questions,
+        }
+
+    def move_messages(self, state: TwentyQuestionsState, player: int, question: str) -> list[Message]:
+        turn = state.turns[-1]
+        shown = question if len(question) <= _SHOWN_QUESTION_CHARS else question[:_SHOWN_QUESTION_CHARS] + "..."
+        found = f"Yes! You found it: the secret is {sanitize(state.secret)}."
+        reply = found if turn.verdict == "win" else FEEDBACK[turn.verdict]
+        return [(0, f"Question {len(state.turns)}: {sanitize(shown)}\nAnswer: {reply}")]
+
+    def outcome_reason(self, state: TwentyQuestionsState) -> str:
+        n = len(state.turns)
+        if state.won:
+            return f"The questioner found the secret '{sanitize(state.secret)}' with question {n}."
+        return f"No questions left: the secret was '{sanitize(state.secret)}'."
+
+    def render(self, state: TwentyQuestionsState) -> str:
+        lines = [f"Secret: {sanitize(state.secret)}  questions: {len(state.turns)}/{state.max_questions}"]
+        lines += [f"{i}. {sanitize(t.question[:80])} -> {t.verdict}" for i, t in enumerate(state.turns, 1)]
+        return "\n".join(lines)
