@@ -58,4 +58,5 @@ class Distributed:
 
     def close(self) -> None:
         if self.world > 1 and dist.is_initialized():
+            dist.barrier()  # nobody tears the group down while another rank still uses it
             dist.destroy_process_group()

@@ -148,12 +148,16 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                         turn.advantage = adv
         turns = [t for g in results for t in g.turns]
         trained = [t for g in own for t in g.turns if t.advantage != 0.0]  # zero advantage: no gradient
-        total_trained = int(ddp.sum([len(trained)])[0])
+        total_trained, total_tokens = (
+            int(x) for x in ddp.sum([len(trained), sum(len(t.response_ids) for t in trained)])
+        )
 
         # 3. learner --------------------------------------------------------------------------
         t0 = time.monotonic()
         engine.sleep()  # frees the accelerator for the update (vLLM); a no-op for the hf engine
-        stats = update(model, reference, optimizer, trained, total_trained, config, learner_rng, device, ddp)
+        stats = update(
+            model, reference, optimizer, trained, (total_trained, total_tokens), config, learner_rng, device, ddp
+        )
         scheduler.step()
         engine.load_weights(model)
         update_s = time.monotonic() - t0
@@ -207,14 +211,24 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
 
 
 def update(
-    model, reference, optimizer, turns: list[Turn], total: int, config: TrainConfig, rng, device, ddp: Distributed
+    model,
+    reference,
+    optimizer,
+    turns: list[Turn],
+    total: tuple[int, int],
+    config: TrainConfig,
+    rng,
+    device,
+    ddp: Distributed,
 ) -> dict[str, float]:
     """Old log-probs recomputed without grad, then ``epochs`` passes of one optimiser step each.
 
-    Micro-batches accumulate into that step weighted by their share of all ``total`` trained turns
-    (over every rank); summing the ranks' gradients then gives the whole batch's gradient."""
-    if total == 0:
+    Micro-batches accumulate into that step weighted by their share of the whole batch over every
+    rank (``total`` = trained turns, their response tokens), so summing the ranks' gradients gives
+    exactly the gradient of the full batch, however it was split."""
+    if total[0] == 0:
         return {}
+    by_tokens = config.aggregation == "token_mean"
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     batches = [turns[i : i + config.micro_batch] for i in range(0, len(turns), config.micro_batch)]
 
@@ -239,13 +253,14 @@ def update(
                 logp, old[i], advantages, mask, config.loss, config.clip, config.aggregation, config.max_new_tokens
             )
             kl = kl_to_reference(logp, ref[i], mask, config.aggregation, config.max_new_tokens) if ref else None
-            total = loss + config.kl_coef * kl if kl is not None else loss
-            share = len(batch) / total
-            (total * share).backward()
-            totals["loss"] += float(loss) * share / config.epochs
+            objective = loss + config.kl_coef * kl if kl is not None else loss
+            # this micro-batch's part of the whole batch (over all ranks): by turns, or by tokens for token_mean
+            share = sum(len(t.response_ids) for t in batch) / total[1] if by_tokens else len(batch) / total[0]
+            (objective * share).backward()
+            totals["loss"] += loss.item() * share / config.epochs
             totals["clip_fraction"] += info["clip_fraction"] * share / config.epochs
             if kl is not None:
-                totals["kl"] += float(kl) * share / config.epochs
+                totals["kl"] += kl.item() * share / config.epochs
         ddp.sum_gradients(model)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         totals["grad_norm"] += float(grad_norm) / config.epochs

@@ -1,0 +1,162 @@
+"""End-to-end training of the tiny model on CPU: outputs, resume, 2-process gloo, opponents."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from trainers.config import TrainConfig  # noqa: E402
+from trainers.loop import train  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = {
+    "steps": 4,
+    "sft_steps": 4,
+    "sft_batch": 16,
+    "samples_per_step": 24,
+    "games_in_flight": 8,
+    "eval_every": 2,
+    "eval_games": 2,
+    "eval_env_ids": "KuhnPoker-v0:rounds=1",
+    "eval_opponents": "random,expert",
+    "time_limit_s": 0,
+    "save_every": 2,
+    "micro_batch": 8,
+}
+VOLATILE = ("time_s", "rollout_s", "update_s", "generated_tokens_per_s")
+
+
+def rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def stable(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in VOLATILE}
+
+
+def weights(path: Path) -> dict:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path).state_dict()
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("e2e") / "run"
+    train(TrainConfig.build({**SMALL, "output_dir": str(out)}), progress=False)
+    return out
+
+
+def test_run_directory_has_everything(finished_run):
+    run = finished_run
+    config = json.loads((run / "config.json").read_text())
+    assert config["recipe"] == "tiny" and config["steps"] == 4
+    metrics = rows(run)
+    assert [r["step"] for r in metrics] == [0, 1, 2, 3, 4]  # 0 = the SFT warm start
+    assert metrics[0]["sft/loss_last"] < metrics[0]["sft/loss_first"]
+    for r in metrics[1:]:
+        assert r["samples"] >= 24 and r["lr"] > 0 and "loss" in r
+        assert any(k.startswith("rae/KuhnPoker-v0:rounds=1/") for k in r)
+    evals = [r for r in metrics if "eval/kuhn_exploitability" in r]
+    assert [r["step"] for r in evals] == [2, 4]
+    assert 0 <= evals[-1]["eval/kuhn_exploitability"] <= 1
+    assert "eval/KuhnPoker-v0:rounds=1/expert/win" in evals[-1]
+    transcript = [json.loads(line) for line in (run / "transcripts.jsonl").read_text().splitlines()]
+    assert {t["step"] for t in transcript} == {2, 4}
+    assert set(transcript[0]) >= {"prompt", "response", "action", "reward", "advantage", "role", "game"}
+    for name in ("win_rates.png", "exploitability.png", "response_length.png", "invalid_rate.png", "loss.png"):
+        assert (run / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    checkpoints = sorted((run / "checkpoints").glob("step_*"))
+    assert [c.name for c in checkpoints] == ["step_000002", "step_000004"]
+    assert not list((run / "checkpoints").glob(".tmp*"))
+
+
+def test_checkpoint_plays_as_an_hf_agent(finished_run):
+    import spiral_arena
+    from spiral_arena.agents import RandomAgent, make_agent
+    from spiral_arena.play import play_game
+
+    path = sorted((finished_run / "checkpoints").glob("step_*"))[-1]
+    agent = make_agent(f"hf:{path}", max_new_tokens=12)
+    assert agent.obs_format == "last" and agent.prompt_template == "bare"
+    env = spiral_arena.make("KuhnPoker-v0")  # full-history observations: the agent reads the last message
+    record = play_game(env, [agent, RandomAgent(0)], seed=1)
+    assert sum(record.returns) == 0
+    policy = agent.kuhn_policy()
+    assert len(policy) == 12 and all(0 <= p <= 1 for p in policy.values())
+
+
+def test_resume_continues_exactly(finished_run, tmp_path):
+    """Crash after the step-2 checkpoint, resume: the same metrics and weights as never stopping."""
+    out = tmp_path / "resumed"
+    train(TrainConfig.build({**SMALL, "output_dir": str(out)}), progress=False)
+    import shutil
+
+    shutil.rmtree(out / "checkpoints" / "step_000004")  # as if it died during steps 3-4
+    train(TrainConfig.build({**SMALL, "output_dir": str(out), "resume": True}), progress=False)
+    assert [stable(r) for r in rows(out)] == [stable(r) for r in rows(finished_run)]
+    a, b = weights(finished_run / "checkpoints" / "step_000004"), weights(out / "checkpoints" / "step_000004")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_two_gloo_ranks_equal_one_process(tmp_path):
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SMALL, "steps": 2, "eval_every": 10}.items()]
+    flags += ["--rollout-shards=2", "--no-plots"]
+    single = tmp_path / "single"
+    subprocess.run(
+        [sys.executable, "-m", "trainers", f"--output-dir={single}", *flags],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    ranks = tmp_path / "ranks"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "trainers",
+            f"--output-dir={ranks}",
+            *flags,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    one, two = rows(single), rows(ranks)
+    for a, b in zip(one, two, strict=True):
+        for key in ("samples", "trained"):
+            assert a.get(key) == b.get(key)
+        for key in a:
+            if key.startswith("rae/") or key in ("loss", "grad_norm"):
+                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    wa, wb = weights(single / "checkpoints" / "step_000002"), weights(ranks / "checkpoints" / "step_000002")
+    for k in wa:
+        assert torch.allclose(wa[k], wb[k], atol=1e-5), k
+
+
+@pytest.mark.parametrize("flags", [{"opponent": "random"}, {"rae": False}])
+def test_fixed_opponent_and_no_rae(tmp_path, flags):
+    out = tmp_path / "run"
+    train(TrainConfig.build({**SMALL, "steps": 1, "plots": False, "output_dir": str(out), **flags}), progress=False)
+    last = rows(out)[-1]
+    if flags.get("rae") is False:
+        assert not any(k.startswith("rae/") for k in last)
+    else:  # only the learning seat is trained: each game has one policy seat
+        assert last["samples"] >= 24
