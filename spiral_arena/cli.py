@@ -75,6 +75,28 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_collect(args: argparse.Namespace) -> int:
+    from trainers.rollout import parse_mixture
+    from trainers.sft import play_transcripts, write_transcripts
+
+    specs, weights = parse_mixture(args.games, "")
+    n = write_transcripts(
+        play_transcripts(args.agent, specs, weights, args.n_games, args.seed, args.obs_format), args.out
+    )
+    print(f"wrote {n} decisions from {args.n_games} games to {args.out}")
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from trainers.sft import run_sft
+
+    path = run_sft(
+        args.data, args.model, args.output_dir, args.steps, args.batch, args.lr, args.seed, args.prompt_template
+    )
+    print(f"model written to {path} (play it as hf:{path})")
+    return 0
+
+
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard.cli import main as leaderboard_main
 
@@ -82,7 +104,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spiral-arena", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="spiral-arena", description="Two-player text games for training and evaluating LLMs by self-play."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("envs", help="list the games")
@@ -109,6 +133,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(p)
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("collect", help="write game transcripts of an agent (e.g. expert) for SFT")
+    p.add_argument("--agent", default="expert", help="agent spec playing every seat (default: expert)")
+    p.add_argument("--games", default="KuhnPoker-v0,TicTacToe-v0,SimpleNegotiation-v0", help="env ids, with options")
+    p.add_argument("--n-games", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--obs-format", default="", help="full, first_last or last (default: each game's)")
+    p.add_argument("--out", default="transcripts.jsonl")
+    p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("sft", help="supervised fine-tuning on a transcript file (SPIRAL's SFT baseline)")
+    p.add_argument("--data", required=True, help="JSONL with 'prompt' and 'response' per line")
+    p.add_argument("--model", default="tiny", help="a transformers model directory, or tiny")
+    p.add_argument("--output-dir", default="runs/sft")
+    p.add_argument("--steps", type=int, default=500)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prompt-template", default="spiral", choices=["spiral", "bare"])
+    p.set_defaults(func=cmd_sft)
 
     p = sub.add_parser("leaderboard", help="cross-play ratings: run a duplicate round robin, or show stored results")
     from leaderboard.cli import add_arguments as add_leaderboard_arguments

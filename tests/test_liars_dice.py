@@ -12,7 +12,10 @@ from spiral_arena.games.liars_dice import CALL, LiarsDice, LiarsDiceState
 
 
 def fresh(seed: int = 0, dice: int = 5) -> LiarsDiceState:
-    return LiarsDiceState(np.random.default_rng(seed), dice)
+    """The initial state the env deals for ``seed`` (the env owns the Generator and its seeding)."""
+    env = spiral_arena.make("LiarsDice-v0", dice=dice)
+    env.reset(seed=seed)
+    return env.state_
 
 
 def with_dice(hand0: tuple[int, ...], hand1: tuple[int, ...]) -> LiarsDiceState:

@@ -160,3 +160,68 @@ def test_fixed_opponent_and_no_rae(tmp_path, flags):
         assert not any(k.startswith("rae/") for k in last)
     else:  # only the learning seat is trained: each game has one policy seat
         assert last["samples"] >= 24
+
+
+def test_collect_then_sft_from_the_cli(tmp_path):
+    """SPIRAL's SFT baseline: transcripts of expert play, then supervised training on them."""
+    cli = [sys.executable, "-m", "spiral_arena.cli"]
+    data = tmp_path / "expert.jsonl"
+    subprocess.run(
+        [
+            *cli,
+            "collect",
+            "--agent",
+            "expert",
+            "--games",
+            "KuhnPoker-v0:rounds=1",
+            "--n-games",
+            "40",
+            "--out",
+            str(data),
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    records = [json.loads(line) for line in data.read_text().splitlines()]
+    assert len(records) >= 80 and all(r["response"].startswith("\\boxed{[") for r in records)
+    out = tmp_path / "sft"
+    subprocess.run(
+        [
+            *cli,
+            "sft",
+            "--data",
+            str(data),
+            "--steps",
+            "30",
+            "--batch",
+            "16",
+            "--lr",
+            "3e-3",
+            "--output-dir",
+            str(out),
+            "--prompt-template",
+            "bare",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    settings = json.loads((out / "model" / "spiral_arena.json").read_text())
+    assert settings["loss_last"] < settings["loss_first"]
+    from spiral_arena.agents import make_agent
+
+    agent = make_agent(f"hf:{out / 'model'}", max_new_tokens=10)
+    assert agent.prompt_template == "bare"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "x"}\n')
+    failed = subprocess.run(
+        [*cli, "sft", "--data", str(bad), "--output-dir", str(tmp_path / "x")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert failed.returncode == 2 and "'prompt' and 'response'" in failed.stderr

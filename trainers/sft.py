@@ -99,3 +99,66 @@ def sft(
         optimizer.step()
         losses.append(loss.item())
     return losses
+
+
+def write_transcripts(records: Iterable[dict], path: str | Path) -> int:
+    """JSONL, one decision per line: the format ``sft`` reads (and the trainer's transcripts share)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with open(path, "w") as out:
+        for record in records:
+            out.write(json.dumps(record) + "\n")
+            n += 1
+    return n
+
+
+def run_sft(
+    data: str | Path,
+    model: str,
+    output_dir: str | Path,
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int = 0,
+    prompt_template: str = "spiral",
+) -> Path:
+    """Supervised fine-tuning on a transcript file; the result is a model directory (``hf:PATH``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.engines.hf import HFEngine
+
+    records = read_transcripts(data)
+    output_dir = Path(output_dir)
+    if model == "tiny":
+        from trainers.tiny import create_tiny
+
+        model = str(
+            create_tiny(
+                output_dir / "tiny_init",
+                sorted({r.get("game", "KuhnPoker-v0").split(":")[0] for r in records}),
+                seed=seed,
+            )
+        )
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    net = AutoModelForCausalLM.from_pretrained(model)
+    policy = Policy(HFEngine(net, tokenizer.eos_token_id, tokenizer.pad_token_id), tokenizer, prompt_template)
+    losses = sft(net, policy, records, steps, batch, lr, seed, progress=True)
+    final = output_dir / "model"
+    net.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    (final / "spiral_arena.json").write_text(
+        json.dumps(
+            {
+                "kind": "spiral-arena sft",
+                "prompt_template": prompt_template,
+                "obs_format": "",
+                "loss_first": losses[0],
+                "loss_last": losses[-1],
+            }
+        )
+    )
+    return final
