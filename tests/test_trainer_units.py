@@ -123,7 +123,7 @@ def test_each_game_gets_its_own_completion():
 
     def answer(prompt_ids):
         text = "".join(chr(i) for i in prompt_ids)
-        legal = text.rsplit("Legal actions: ", 1)[1].rstrip(".").split(", ")
+        legal = text.rsplit("Legal actions: ", 1)[1].split("\n")[0].rstrip(".").split(", ")
         return f"\\boxed{{{legal[-1]}}}"  # the last legal cell: different per board
 
     engine = EchoEngine(tok, answer)
@@ -210,7 +210,7 @@ def test_fixed_opponent_trains_one_seat_alternating():
 
     def answer(prompt_ids):
         text = "".join(chr(i) for i in prompt_ids)
-        return text.rsplit("Legal actions: ", 1)[1].split(",")[0].rstrip(".")
+        return text.rsplit("Legal actions: ", 1)[1].split("\n")[0].split(",")[0].rstrip(".")
 
     policy = Policy(EchoEngine(tok, answer), tok, "bare")
     specs, weights = parse_mixture("KuhnPoker-v0:rounds=1", "")

@@ -302,7 +302,7 @@ def test_judge_yes_and_no_reach_the_player_and_the_prompt_has_what_it_should():
         env.step("Does it live in the sea?")
         assert last_turn(env)["verdict"] == "no"
         assert env.observe("questioner").endswith(
-            "Questions left: 18 of 20.\nYour turn. " + env.game.action_format(None)
+            "Your turn. " + env.game.action_format(None) + "\nQuestions left: 18 of 20."
         )
         first, second = (r["body"] for r in server.requests)
     assert [r["path"] for r in server.requests] == [CHAT_PATH, CHAT_PATH]

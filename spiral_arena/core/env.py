@@ -212,7 +212,9 @@ class TextGameEnv(AECEnv):
         info.update(game.step_info(state))
         for i, agent in enumerate(agents):
             self.infos[agent] = info if i == player else self._waiting_info(i, legal is None)
-        self.log.lines[player].append(f"[GAME] {game.turn_message(state, player)}\nYour turn. {action_line}")
+        # The position comes last, right before the answer: small models use private information
+        # (the card, the board) far better when it is the last thing they read.
+        self.log.lines[player].append(f"[GAME] Your turn. {action_line}\n{game.turn_message(state, player)}")
         self.agent_selection = agents[player]
 
     def _waiting_info(self, player: int, free_text: bool) -> dict[str, Any]:
