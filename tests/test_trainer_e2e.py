@@ -225,3 +225,26 @@ def test_collect_then_sft_from_the_cli(tmp_path):
         timeout=300,
     )
     assert failed.returncode == 2 and "'prompt' and 'response'" in failed.stderr
+
+
+def test_lora_and_tensorboard(tmp_path):
+    pytest.importorskip("peft")
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "run"
+    train(
+        TrainConfig.build(
+            {
+                **SMALL,
+                "steps": 1,
+                "plots": False,
+                "output_dir": str(out),
+                "lora_rank": 4,
+                "lora_alpha": 8,
+                "tensorboard": True,
+                "kl_coef": 0.0,
+            }
+        ),
+        progress=False,
+    )
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    assert rows(out)[-1]["samples"] >= 24

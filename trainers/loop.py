@@ -71,7 +71,10 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     policy = Policy(engine, tokenizer, config.prompt_template)
     opponent = None if config.opponent == "self" else make_agent(config.opponent)
     log = MetricsLog(
-        run_dir, resume_step=None if previous is None else int(previous.name.split("_")[1]), enabled=ddp.main
+        run_dir,
+        resume_step=None if previous is None else int(previous.name.split("_")[1]),
+        enabled=ddp.main,
+        config=config,
     )
 
     # --- warm start (once per run; a resumed run reloads it) --------------------------------------
@@ -390,10 +393,27 @@ def make_engine(config: TrainConfig, model, tokenizer, model_path):
 class MetricsLog:
     """metrics.jsonl (one line per step), transcripts.jsonl, optional TensorBoard and wandb."""
 
-    def __init__(self, run_dir: Path, resume_step: int | None, enabled: bool = True) -> None:
+    def __init__(
+        self, run_dir: Path, resume_step: int | None, enabled: bool = True, config: TrainConfig | None = None
+    ) -> None:
         self.enabled = enabled
+        self.tensorboard = self.wandb = None
         if not enabled:
             return
+        if config is not None and config.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as error:
+                raise ImportError("--tensorboard needs the tensorboard package: pip install tensorboard") from error
+            self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
+        if config is not None and config.wandb:
+            try:
+                import wandb
+            except ImportError as error:
+                raise ImportError("--wandb needs the wandb package: pip install wandb") from error
+            self.wandb = wandb.init(
+                project="spiral-arena", name=run_dir.name, dir=str(run_dir), config=asdict(config), resume="allow"
+            )
         names = ("metrics.jsonl", "transcripts.jsonl")
         if resume_step is not None:  # drop what a crashed run wrote after its last checkpoint
             for name in names:
@@ -405,9 +425,17 @@ class MetricsLog:
         )
 
     def write(self, metrics: dict[str, Any]) -> None:
-        if self.enabled:
-            self.metrics.write(json.dumps(metrics) + "\n")
-            self.metrics.flush()
+        if not self.enabled:
+            return
+        self.metrics.write(json.dumps(metrics) + "\n")
+        self.metrics.flush()
+        numbers = {k: v for k, v in metrics.items() if k != "step" and isinstance(v, (int, float))}
+        if self.tensorboard is not None:
+            for key, value in numbers.items():
+                self.tensorboard.add_scalar(key, value, metrics["step"])
+            self.tensorboard.flush()
+        if self.wandb is not None:
+            self.wandb.log(numbers, step=metrics["step"])
 
     def transcripts(self, step: int, turns: list[Turn]) -> None:
         if not self.enabled:

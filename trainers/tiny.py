@@ -37,7 +37,8 @@ def game_corpus(env_ids: Iterable[str], games_per_env: int = 50, seed: int = 0) 
                 action = agent.act(obs, info)
                 texts += [single_turn_prompt(obs), f"The move is \\boxed{{{action}}}"]
                 env.step(action)
-    return texts
+    # the chat template's role names, so each becomes one token instead of a handful of pieces
+    return texts + ["user\nassistant\n"] * len(texts)
 
 
 def build_tokenizer(texts: list[str], vocab_size: int = 1024):
