@@ -147,8 +147,10 @@ def test_two_gloo_ranks_equal_one_process(tmp_path):
             if key.startswith("rae/") or key in ("loss", "grad_norm"):
                 assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     wa, wb = weights(single / "checkpoints" / "step_000002"), weights(ranks / "checkpoints" / "step_000002")
-    for k in wa:
-        assert torch.allclose(wa[k], wb[k], atol=1e-5), k
+    # Adam turns float noise in near-zero gradients into steps of up to lr (1e-3); a real difference
+    # (a wrong weighting or a missing rank) moves most weights by that much, so 5e-5 tells them apart.
+    diffs = torch.cat([(wa[k] - wb[k]).abs().flatten() for k in wa])
+    assert diffs.max() < 5e-5 and (diffs > 1e-6).float().mean() < 0.01
 
 
 @pytest.mark.parametrize("flags", [{"opponent": "random"}, {"rae": False}])

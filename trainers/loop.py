@@ -242,7 +242,8 @@ def update(
         with torch.set_grad_enabled(grad):
             return response_logprobs(net, ids, attention, positions, mask, config.temperature)
 
-    old = [forward(model, b, False)[0] for b in batches]
+    # PPO's ratio needs the pre-update log-probs; REINFORCE never reads them
+    old = [forward(model, b, False)[0] for b in batches] if config.loss == "ppo" else [None] * len(batches)
     ref = [forward(reference, b, False)[0] for b in batches] if reference is not None else None
     totals: dict[str, float] = defaultdict(float)
     model.train()

@@ -24,7 +24,7 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, max_tokens:
 
 def policy_loss(
     logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor | None,
     advantages: torch.Tensor,
     mask: torch.Tensor,
     kind: str = "ppo",
