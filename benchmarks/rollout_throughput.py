@@ -21,7 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trainers.config import TrainConfig
 from trainers.engines.hf import HFEngine
-from trainers.rollout import Policy, collect, parse_mixture
+from trainers.rollout import EnvPool, Policy, collect, parse_mixture
 from trainers.tiny import create_tiny
 
 
@@ -41,6 +41,7 @@ class TimedEngine(HFEngine):
 def measure(policy: Policy, engine: TimedEngine, config: TrainConfig, in_flight: int, seconds: float) -> dict:
     specs, weights = parse_mixture(config.games, config.game_weights)
     rng = np.random.default_rng(0)
+    pool = EnvPool()
     games = tokens = 0
     engine.seconds = 0.0
     start = time.perf_counter()
@@ -60,6 +61,7 @@ def measure(policy: Policy, engine: TimedEngine, config: TrainConfig, in_flight:
             invalid_penalty=-1.5,
             invalid_opponent_reward=0.5,
             obs_format=config.obs_format,
+            pool=pool,
         )
         games += len(results)
         tokens += sum(len(t.response_ids) for r in results for t in r.turns)

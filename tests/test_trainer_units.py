@@ -108,13 +108,18 @@ class CharTokenizer:
         return messages[0]["content"]
 
     def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) for c in text]}
+        if isinstance(text, list):
+            return {"input_ids": [self.encode(t) for t in text]}
+        return {"input_ids": self.encode(text)}
 
     def encode(self, text):
         return [ord(c) for c in text]
 
     def decode(self, ids, skip_special_tokens=True):
         return "".join(chr(i) for i in ids if i)
+
+    def batch_decode(self, batch, skip_special_tokens=True):
+        return [self.decode(ids) for ids in batch]
 
 
 def test_each_game_gets_its_own_completion():

@@ -30,7 +30,7 @@ from trainers.evaluate import eval_games, kuhn_metrics, play_against
 from trainers.logprobs import pack, response_logprobs
 from trainers.losses import kl_to_reference, policy_loss
 from trainers.rae import RAE
-from trainers.rollout import GameResult, Policy, Turn, collect, parse_mixture, response_action
+from trainers.rollout import EnvPool, GameResult, Policy, Turn, collect, parse_mixture, response_action
 from trainers.sft import play_transcripts, sft
 
 
@@ -69,6 +69,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     model, tokenizer, model_path = load_model(config, run_dir, previous, device)
     engine = make_engine(config, model, tokenizer, model_path)
     policy = Policy(engine, tokenizer, config.prompt_template)
+    envs = EnvPool()
     opponent = None if config.opponent == "self" else make_agent(config.opponent)
     log = MetricsLog(
         run_dir,
@@ -130,6 +131,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                 invalid_penalty=config.invalid_penalty,
                 invalid_opponent_reward=config.invalid_opponent_reward,
                 opponent=opponent,
+                pool=envs,
                 **generation,
             )
             for s in shards

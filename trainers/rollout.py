@@ -89,20 +89,56 @@ def parse_mixture(games: str, weights: str) -> tuple[list[GameSpec], np.ndarray]
 class Policy:
     """The model's side of a decision: observation -> prompt token ids; batched generation."""
 
+    _MARKER = "\x00observation\x00"
+
     def __init__(self, engine: Engine, tokenizer, template: str = "spiral") -> None:
         if template not in ("spiral", "bare"):
             raise ValueError(f"prompt_template must be 'spiral' or 'bare', got {template!r}")
         self.engine, self.tokenizer, self.template = engine, tokenizer, template
+        # Render the chat template once around a marker; each prompt is then prefix + content + suffix,
+        # the same text the template would give, without running Jinja for every decision.
+        rendered = self._render(self._MARKER)
+        self._prefix, found, self._suffix = rendered.partition(self._MARKER)
+        self._fast = bool(found)
 
-    def prompt_ids(self, observation: str) -> list[int]:
-        content = single_turn_prompt(observation) if self.template == "spiral" else observation
-        text = self.tokenizer.apply_chat_template(
+    def _render(self, content: str) -> str:
+        return self.tokenizer.apply_chat_template(
             [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
         )
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def prompt_text(self, observation: str) -> str:
+        content = single_turn_prompt(observation) if self.template == "spiral" else observation
+        return f"{self._prefix}{content}{self._suffix}" if self._fast else self._render(content)
+
+    def prompt_ids(self, observation: str) -> list[int]:
+        return self.prompt_ids_batch([observation])[0]
+
+    def prompt_ids_batch(self, observations: list[str]) -> list[list[int]]:
+        texts = [self.prompt_text(o) for o in observations]
+        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def decode_batch(self, ids: list[list[int]]) -> list[str]:
+        return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+class EnvPool:
+    """Envs of finished games, handed out again: ``reset()`` clears everything, and building an env
+    costs more than playing a game of Kuhn."""
+
+    def __init__(self) -> None:
+        self.spare: dict[tuple[str, str], list[Any]] = {}
+
+    def take(self, spec: GameSpec, obs_format: str) -> Any:
+        spare = self.spare.get((spec.label, obs_format))
+        if spare:
+            return spare.pop()
+        return make(spec.env_id, **spec.options, **({"obs_format": obs_format} if obs_format else {}))
+
+    def give(self, spec: GameSpec, obs_format: str, env: Any) -> None:
+        self.spare.setdefault((spec.label, obs_format), []).append(env)
 
 
 @dataclass
@@ -131,6 +167,7 @@ def collect(
     opponent: Any = None,
     obs_format: str = "",
     games: int | None = None,
+    pool: EnvPool | None = None,
 ) -> list[GameResult]:
     """Play games until finished games hold at least ``min_samples`` policy turns.
 
@@ -139,17 +176,18 @@ def collect(
     ``opponent`` None is self-play (the policy holds every seat); otherwise the policy holds one
     seat, alternating between games. ``games`` plays exactly that many games instead (evaluation).
     """
-    kwargs = {"obs_format": obs_format} if obs_format else {}
     results: list[GameResult] = []
     slots: list[_Slot] = []
     games_started = 0
     finished_turns = 0
     turns_per_game = 4.0  # running estimate, to stop launching games in time
 
+    pool = pool if pool is not None else EnvPool()
+
     def launch() -> None:
         nonlocal games_started
         spec = specs[int(rng.choice(len(specs), p=weights))]
-        env = make(spec.env_id, **spec.options, **kwargs)
+        env = pool.take(spec, obs_format)
         env.reset(seed=int(rng.integers(2**31)))
         n = len(env.possible_agents)
         seats = tuple(range(n)) if opponent is None else (games_started % n,)
@@ -178,12 +216,14 @@ def collect(
         pending = [s for s in slots if not _done(s) and _seat(s) in s.policy_seats]
         if pending:
             observations = [s.env.observe(s.env.agent_selection) for s in pending]
-            prompts = [policy.prompt_ids(o) for o in observations]
+            prompts = policy.prompt_ids_batch(observations)
             completions = policy.engine.generate(
                 prompts, max_new_tokens, temperature, top_p, seed=int(rng.integers(2**31))
             )
-            for slot, obs, prompt, completion in zip(pending, observations, prompts, completions, strict=True):
-                text = policy.decode(completion.token_ids)
+            texts = policy.decode_batch([c.token_ids for c in completions])
+            for slot, obs, prompt, completion, text in zip(
+                pending, observations, prompts, completions, texts, strict=True
+            ):
                 slot.turns.append(
                     Turn(
                         slot.spec.label,
@@ -201,6 +241,7 @@ def collect(
         for slot in [s for s in slots if _done(s) or s.actions >= max_game_actions]:
             slots.remove(slot)
             result = _finish(slot, invalid_penalty, invalid_opponent_reward, truncated=not _done(slot))
+            pool.give(slot.spec, obs_format, slot.env)
             results.append(result)
             finished_turns += len(result.turns)
             turns_per_game = 0.8 * turns_per_game + 0.2 * max(1, len(result.turns))

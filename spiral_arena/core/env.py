@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium
@@ -67,14 +68,21 @@ class TextGameEnv(AECEnv):
         self._seat = {a: i for i, a in enumerate(game.agents)}
         self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
         self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
-        self.observation_spaces = {
-            a: gymnasium.spaces.Text(MAX_OBSERVATION_CHARS, charset=CHARSET) for a in game.agents
-        }
-        self.action_spaces = {a: gymnasium.spaces.Text(MAX_ACTION_CHARS, charset=CHARSET) for a in game.agents}
         self.state_: Any = None
         self._bit_generator: np.random.PCG64 | None = None
 
     # -- PettingZoo API -------------------------------------------------------------------
+
+    # Built on first use and then always the same objects (PettingZoo checks identity): a Text
+    # space over the printable charset costs more to build than a whole game, and trainers that
+    # make many envs never ask for one.
+    @functools.cached_property
+    def observation_spaces(self) -> dict[str, gymnasium.spaces.Text]:
+        return {a: gymnasium.spaces.Text(MAX_OBSERVATION_CHARS, charset=CHARSET) for a in self.possible_agents}
+
+    @functools.cached_property
+    def action_spaces(self) -> dict[str, gymnasium.spaces.Text]:
+        return {a: gymnasium.spaces.Text(MAX_ACTION_CHARS, charset=CHARSET) for a in self.possible_agents}
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Text:
         return self.observation_spaces[agent]
