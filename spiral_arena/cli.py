@@ -17,42 +17,55 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 def cmd_play(args: argparse.Namespace) -> int:
     from spiral_arena.agents import make_agent
+    from spiral_arena.agents.api import APIError
+    from spiral_arena.core.actions import extract_answer
     from spiral_arena.play import play_game
     from spiral_arena.registry import make
 
-    specs = [args.p0, args.p1]
     env = make(args.env_id, render_mode="ansi")
-    specs = specs[: len(env.possible_agents)]
+    specs = [args.p0, args.p1][: len(env.possible_agents)]
     agents = [make_agent(s) for s in specs]
-    quiet = args.quiet or "human" in specs
+    verbose = not args.quiet and "human" not in specs  # a human already sees everything
+
+    def show_move(agent: str, text: str) -> None:
+        answer = " ".join(extract_answer(text).split())
+        print(f"  {agent}: {answer[:120]}{'...' if len(answer) > 120 else ''}")
+
     totals = [0.0] * len(agents)
-    wins, draws, invalid = [0] * len(agents), 0, [0] * len(agents)
+    wins, draws, invalid, errors = [0] * len(agents), 0, [0] * len(agents), 0
     for g in range(args.games):
         seed = None if args.seed is None else args.seed + g
-        record = play_game(env, agents, seed=seed)
+        if verbose:
+            print(f"--- game {g + 1} (seed {seed}) ---")
+        try:
+            record = play_game(env, agents, seed=seed, on_step=show_move if verbose else None)
+        except APIError as error:  # an interrupted game is reported, never scored
+            errors += 1
+            print(f"game {g + 1} (seed {seed}) stopped by an API error: {error}")
+            continue
         for i, r in enumerate(record.returns):
             totals[i] += r
-        best = max(record.returns)
-        if len(agents) == 2 and record.returns[0] == record.returns[1]:
+        if len(agents) == 1:
+            wins[0] += record.returns[0] > 0
+        elif record.returns[0] == record.returns[1]:
             draws += 1
         else:
-            wins[record.returns.index(best)] += 1
+            wins[record.returns.index(max(record.returns))] += 1
         for name in record.invalid:
             invalid[env.possible_agents.index(name)] += 1
-        if not quiet:
-            print(f"--- game {g + 1} (seed {seed}) ---")
-            print(env.log.latest(0).removeprefix("[GAME] "))
-        elif "human" in specs:
-            print(env.log.latest(specs.index("human")).removeprefix("[GAME] "))
-    print(f"\n{args.games} game(s) of {args.env_id}")
+        if verbose or "human" in specs:
+            print(env.log.latest(specs.index("human") if "human" in specs else 0).removeprefix("[GAME] "))
+    played = args.games - errors
+    print(f"\n{played} game(s) of {args.env_id}" + (f", {errors} stopped by errors (not scored)" if errors else ""))
     for i, spec in enumerate(specs):
+        label = "games with a positive reward" if len(agents) == 1 else "wins"
         print(
-            f"  {env.possible_agents[i]} ({spec}): wins {wins[i]}, mean reward {totals[i] / args.games:+.3f}, "
-            f"invalid moves {invalid[i]}"
+            f"  {env.possible_agents[i]} ({spec}): {label} {wins[i]}, losses {played - wins[i] - draws}, "
+            f"mean reward {totals[i] / max(1, played):+.3f}, invalid moves {invalid[i]}"
         )
     if len(agents) == 2:
         print(f"  draws: {draws}")
-    return 0
+    return 1 if errors else 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
