@@ -16,6 +16,13 @@ import numpy as np
 TERMINAL = -1  # current_player of a finished game
 
 
+def winner_returns(winner: int | None) -> tuple[float, float]:
+    """Zero-sum two-player returns: +1/-1 for a winner, 0/0 for a draw (None)."""
+    if winner is None:
+        return (0.0, 0.0)
+    return (1.0, -1.0) if winner == 0 else (-1.0, 1.0)
+
+
 class State(Protocol):
     """A game position; mutable, advanced in place by ``apply``."""
 

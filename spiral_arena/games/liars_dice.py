@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spiral_arena.core.actions import InvalidMove, excerpt, extract_token
-from spiral_arena.core.game import TERMINAL, Message, TextGame
+from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -113,9 +113,7 @@ class LiarsDiceState:
         return self.current_player == TERMINAL
 
     def returns(self) -> tuple[float, float]:
-        if self.winner is None:
-            return (0.0, 0.0)
-        return (1.0, -1.0) if self.winner == 0 else (-1.0, 1.0)
+        return winner_returns(self.winner)
 
 
 # ---- text -------------------------------------------------------------------------------

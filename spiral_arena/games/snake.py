@@ -16,7 +16,7 @@ from pettingzoo import ParallelEnv
 
 from spiral_arena.core.actions import InvalidMove, choose
 from spiral_arena.core.env import TextGameEnv
-from spiral_arena.core.game import TERMINAL, Message, TextGame
+from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -127,9 +127,7 @@ class SnakeState:
         return self.current_player == TERMINAL
 
     def returns(self) -> tuple[float, float]:
-        if self.winner is None:
-            return (0.0, 0.0)
-        return (1.0, -1.0) if self.winner == 0 else (-1.0, 1.0)
+        return winner_returns(self.winner)
 
 
 # ---- text -------------------------------------------------------------------------------

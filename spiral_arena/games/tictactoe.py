@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from spiral_arena.core.actions import choose
-from spiral_arena.core.game import TERMINAL, Message, TextGame
+from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -45,9 +45,7 @@ class TicTacToeState:
         return self.current_player == TERMINAL
 
     def returns(self) -> tuple[float, float]:
-        if self.winner is None:
-            return (0.0, 0.0)
-        return (1.0, -1.0) if self.winner == 0 else (-1.0, 1.0)
+        return winner_returns(self.winner)
 
 
 # ---- text -------------------------------------------------------------------------------
