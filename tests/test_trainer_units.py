@@ -122,6 +122,19 @@ class CharTokenizer:
         return [self.decode(ids) for ids in batch]
 
 
+def play(policy, specs, weights, **options):
+    """``collect`` with the settings these tests share (short answers, SPIRAL's shaping)."""
+    settings = dict(
+        max_new_tokens=8,
+        temperature=1.0,
+        top_p=1.0,
+        max_game_actions=50,
+        invalid_penalty=-1.5,
+        invalid_opponent_reward=0.5,
+    )
+    return collect(policy, specs, weights, **{**settings, **options})
+
+
 def test_each_game_gets_its_own_completion():
     """SPIRAL's batch-index bug would hand every game the first game's answer."""
     tok = CharTokenizer()
@@ -134,20 +147,8 @@ def test_each_game_gets_its_own_completion():
     engine = EchoEngine(tok, answer)
     policy = Policy(engine, tok, "bare")
     specs, weights = parse_mixture("TicTacToe-v0", "")
-    results = collect(
-        policy,
-        specs,
-        weights,
-        min_samples=60,
-        games_in_flight=8,
-        rng=np.random.default_rng(0),
-        max_new_tokens=8,
-        temperature=1.0,
-        top_p=1.0,
-        max_game_actions=50,
-        invalid_penalty=-1.5,
-        invalid_opponent_reward=0.5,
-        obs_format="last",
+    results = play(
+        policy, specs, weights, min_samples=60, games_in_flight=8, rng=np.random.default_rng(0), obs_format="last"
     )
     assert max(engine.calls) > 1  # really batched
     turns = [t for r in results for t in r.turns]
@@ -164,20 +165,7 @@ def test_invalid_answers_are_shaped_and_attributed():
     engine = EchoEngine(tok, lambda p: "\\boxed{[9]}")  # never a legal cell
     policy = Policy(engine, tok, "bare")
     specs, weights = parse_mixture("TicTacToe-v0", "")
-    results = collect(
-        policy,
-        specs,
-        weights,
-        min_samples=5,
-        games_in_flight=4,
-        rng=np.random.default_rng(1),
-        max_new_tokens=8,
-        temperature=1.0,
-        top_p=1.0,
-        max_game_actions=50,
-        invalid_penalty=-1.5,
-        invalid_opponent_reward=0.5,
-    )
+    results = play(policy, specs, weights, min_samples=5, games_in_flight=4, rng=np.random.default_rng(1))
     for r in results:
         assert r.invalid_by == 0 and r.shaped == (-1.5, 0.5) and r.returns == (-1.0, 1.0)
 
@@ -191,19 +179,8 @@ def test_truncation_is_a_draw():
 
     policy = Policy(EchoEngine(tok, answer), tok, "bare")
     specs, weights = parse_mixture("SimpleNegotiation-v0", "")
-    results = collect(
-        policy,
-        specs,
-        weights,
-        min_samples=4,
-        games_in_flight=2,
-        rng=np.random.default_rng(2),
-        max_new_tokens=8,
-        temperature=1.0,
-        top_p=1.0,
-        max_game_actions=4,
-        invalid_penalty=-1.5,
-        invalid_opponent_reward=0.5,
+    results = play(
+        policy, specs, weights, min_samples=4, games_in_flight=2, rng=np.random.default_rng(2), max_game_actions=4
     )
     assert all(r.truncated and r.shaped == (0.0, 0.0) and r.actions == 4 for r in results)
 
@@ -219,19 +196,13 @@ def test_fixed_opponent_trains_one_seat_alternating():
 
     policy = Policy(EchoEngine(tok, answer), tok, "bare")
     specs, weights = parse_mixture("KuhnPoker-v0:rounds=1", "")
-    results = collect(
+    results = play(
         policy,
         specs,
         weights,
         min_samples=0,
         games_in_flight=4,
         rng=np.random.default_rng(3),
-        max_new_tokens=8,
-        temperature=1.0,
-        top_p=1.0,
-        max_game_actions=50,
-        invalid_penalty=-1.5,
-        invalid_opponent_reward=0.5,
         opponent=RandomAgent(0),
         games=10,
         obs_format="last",
