@@ -184,7 +184,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         out_of_time = bool(ddp.sum([float(out_of_time)])[0])  # all ranks stop at the same step
         last = step == config.steps or out_of_time
         if ddp.main and (step % config.eval_every == 0 or last):
-            metrics.update(evaluate(model, policy, config, specs, final=last))
+            metrics.update(evaluate(model, policy, config, specs))
             log.transcripts(step, turns)
         log.write(metrics)
         if step % config.save_every == 0 or last:
@@ -276,10 +276,10 @@ def update(
     return {**dict(zip(keys, summed, strict=True)), "grad_norm": totals["grad_norm"]}
 
 
-def evaluate(model, policy: Policy, config: TrainConfig, specs, final: bool) -> dict[str, float]:
+def evaluate(model, policy: Policy, config: TrainConfig, specs) -> dict[str, float]:
+    """Fixed-seed matches on the training and out-of-domain games (or ``eval_env_ids``), and Kuhn
+    exploitability when Kuhn is trained."""
     games = eval_games(specs, config.eval_env_ids)
-    if final:
-        games = eval_games(specs, "") if not config.eval_env_ids else games
     opponents = [o for o in config.eval_opponents.split(",") if o]
     model.eval()
     metrics = play_against(

@@ -27,19 +27,21 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         keys = sorted({k for r in rows for k in r if wanted(k)})
         if not keys:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for key in keys:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        colors = plt.get_cmap("tab20").colors  # enough distinct colours for every game x opponent line
+        for i, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in rows if key in r]
             ax.plot(
                 [p[0] for p in points],
                 [p[1] for p in points],
                 marker="o" if len(points) < 30 else None,
+                color=colors[i % len(colors)],
                 label=key.removeprefix("eval/").removeprefix("train/"),
             )
         ax.set_title(title)
         ax.set_xlabel("policy step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         fig.tight_layout()
         fig.savefig(run_dir / name, dpi=100)
         plt.close(fig)
