@@ -87,6 +87,22 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+def resolve_endpoint(
+    provider: str, base_url: str | None, api_key: str | None, who: str, key_argument: str
+) -> tuple[str, str | None]:
+    """The base URL and key for ``provider``: arguments first, then the usual environment variables,
+    then the preset. A missing key is an error naming the variable, except on loopback URLs."""
+    preset = PROVIDERS[provider]
+    url = base_url or (os.environ.get(preset.base_url_env) if preset.base_url_env else None) or preset.base_url
+    key = api_key or os.environ.get(preset.key_env) or None
+    if key is None and not is_loopback(url):
+        raise ValueError(
+            f"{who} needs an API key: set {preset.key_env} or pass {key_argument}=...; "
+            "only a loopback base URL (http://127.0.0.1:PORT/v1) may go without one"
+        )
+    return url, key
+
+
 def is_loopback(url: str) -> bool:
     """True for URLs on this machine (localhost, 127.0.0.0/8, ::1), where a key is optional."""
     host = urlsplit(url).hostname or ""
@@ -361,13 +377,7 @@ class APIAgent(BaseAgent):
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         preset = PROVIDERS[provider]
-        url = base_url or (os.environ.get(preset.base_url_env) if preset.base_url_env else None) or preset.base_url
-        key = api_key or os.environ.get(preset.key_env) or None
-        if key is None and not is_loopback(url):
-            raise ValueError(
-                f"{provider}:{model} needs an API key: set the environment variable {preset.key_env} "
-                f"(or pass api_key=...); only a loopback base URL (@http://127.0.0.1:PORT/v1) may go without one"
-            )
+        url, key = resolve_endpoint(provider, base_url, api_key, f"{provider}:{model}", "api_key")
         self.provider = provider
         self.model = model
         # What to store in results: the spec, naming the endpoint whenever it is not the preset's.

@@ -243,9 +243,7 @@ class TextGameEnv(AECEnv):
         self._set_rewards(returns)
         self.terminations = dict.fromkeys(agents, True)
         for i, agent in enumerate(agents):
-            info: dict[str, Any] = {"game": self.game.name, "legal_actions": [], "view": {}}
-            if self.game.roles:
-                info["role"] = self.game.roles[i]
+            info = self._waiting_info(i, free_text=False)  # nothing is legal for anyone any more
             info.update(self.game.step_info(self.state_))
             info.update(extra or {})
             self.infos[agent] = info

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import operator
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -655,16 +654,9 @@ class LLMJudge:
         top_k: int | None = None,
     ) -> None:
         # Imported here: the games package carries no HTTP code until a judge is actually built.
-        from spiral_arena.agents.api import PROVIDERS, ChatClient, is_loopback
+        from spiral_arena.agents.api import ChatClient, resolve_endpoint
 
-        preset = PROVIDERS["openai"]
-        url = base_url or os.environ.get(preset.base_url_env or "") or preset.base_url
-        key = api_key or os.environ.get(preset.key_env) or None
-        if key is None and not is_loopback(url):
-            raise ValueError(
-                f"the LLM judge openai:{model} needs an API key: set {preset.key_env} or pass oracle_api_key=...; "
-                "only a loopback oracle_base_url (http://127.0.0.1:PORT/v1) may go without one"
-            )
+        url, key = resolve_endpoint("openai", base_url, api_key, f"the LLM judge openai:{model}", "oracle_api_key")
         self.name = f"openai:{model}"
         self.client = ChatClient(model, url, api_key=key, timeout=timeout, max_retries=max_retries, backoff=backoff)
         self.sampling: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
