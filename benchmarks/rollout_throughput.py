@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trainers.config import TrainConfig
 from trainers.engines.hf import HFEngine
+from spiral_arena.agents.prompting import stop_token_ids
 from trainers.rollout import EnvPool, Policy, collect, parse_mixture
 from trainers.tiny import create_tiny
 
@@ -78,7 +79,7 @@ def main() -> None:
     path = args.model or str(create_tiny(tempfile.mkdtemp() + "/tiny"))
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
-    engine = TimedEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    engine = TimedEngine(model, stop_token_ids(tokenizer, model.generation_config), tokenizer.pad_token_id)
     policy = Policy(engine, tokenizer, config.prompt_template)
     torch.manual_seed(0)
     rows = {n: measure(policy, engine, config, n, args.seconds) for n in (1, 64)}

@@ -36,7 +36,7 @@ class FakeLLM:
         self.calls: list[tuple] = []
         self.model = AutoModelForCausalLM.from_pretrained(kwargs["model"])
         tok = AutoTokenizer.from_pretrained(kwargs["tokenizer"])
-        self.engine = HFEngine(self.model, tok.eos_token_id, tok.pad_token_id)
+        self.engine = HFEngine(self.model, [tok.eos_token_id], tok.pad_token_id)
         self.model.load_weights = self._load_weights
         FakeLLM.instances.append(self)
 
@@ -143,4 +143,4 @@ def test_missing_vllm_is_a_clear_error(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ImportError, match="vLLM 0.33.0 on a CUDA GPU"):
-        VLLMEngine(TrainConfig.build({}), None, types.SimpleNamespace(eos_token_id=0), "x")
+        VLLMEngine(TrainConfig.build({}), None, None, "x", [0])

@@ -72,7 +72,7 @@ def model_scorer(model, policy: Policy):
     @torch.no_grad()
     def score(observation: str, answers: list[str]) -> list[float]:
         prompt = policy.prompt_ids(observation)
-        targets = [tokenizer(a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for a in answers]
+        targets = [tokenizer(a, add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for a in answers]
         ids, attention, positions, mask = pack([prompt] * len(answers), targets, tokenizer.pad_token_id, device)
         logp, m = response_logprobs(model, ids, attention, positions, mask)
         return (logp * m).sum(dim=1).tolist()

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from spiral_arena.agents import make_agent
+from spiral_arena.agents.prompting import stop_token_ids
 from trainers import checkpoint
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed
@@ -67,8 +68,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         tiny_model_dir(config, run_dir)
     ddp.barrier()
     model, tokenizer, model_path = load_model(config, run_dir, previous, device)
-    engine = make_engine(config, model, tokenizer, model_path)
-    policy = Policy(engine, tokenizer, config.prompt_template)
+    stops = stop_token_ids(tokenizer, model.generation_config)
+    engine = make_engine(config, model, tokenizer, model_path, stops)
+    policy = Policy(engine, tokenizer, config.prompt_template, stops)
     envs = EnvPool()
     opponent = None if config.opponent == "self" else make_agent(config.opponent)
     log = MetricsLog(
@@ -381,15 +383,15 @@ def load_reference(warm_dir: Path, device):
     return AutoModelForCausalLM.from_pretrained(warm_dir).to(device)
 
 
-def make_engine(config: TrainConfig, model, tokenizer, model_path):
+def make_engine(config: TrainConfig, model, tokenizer, model_path, stop_ids: list[int]):
     if config.backend == "hf":
         from trainers.engines.hf import HFEngine
 
-        return HFEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        return HFEngine(model, stop_ids, tokenizer.pad_token_id)
     if config.backend == "vllm":
         from trainers.engines.vllm import VLLMEngine
 
-        return VLLMEngine(config, model, tokenizer, model_path)
+        return VLLMEngine(config, model, tokenizer, model_path, stop_ids)
     raise ValueError(f"backend must be 'hf' or 'vllm', got {config.backend!r}")
 
 

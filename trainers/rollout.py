@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from spiral_arena import make
-from spiral_arena.agents.prompting import single_turn_prompt
+from spiral_arena.agents.prompting import single_turn_prompt, stop_token_ids
 from spiral_arena.core.actions import extract_answer
 from trainers.engines import Engine
 
@@ -91,10 +91,14 @@ class Policy:
 
     _MARKER = "\x00observation\x00"
 
-    def __init__(self, engine: Engine, tokenizer, template: str = "spiral") -> None:
+    def __init__(self, engine: Engine, tokenizer, template: str = "spiral", stop_ids: list[int] | None = None) -> None:
         if template not in ("spiral", "bare"):
             raise ValueError(f"prompt_template must be 'spiral' or 'bare', got {template!r}")
         self.engine, self.tokenizer, self.template = engine, tokenizer, template
+        # the tokens that end a reply; the first is the chat template's end of turn, which SFT
+        # targets and answer scoring append (not EOS: chat models end a turn with another token)
+        self.stop_ids = stop_ids or stop_token_ids(tokenizer)
+        self.end_of_turn = self.stop_ids[0]
         # Render the chat template once around a marker; each prompt is then prefix + content + suffix,
         # the same text the template would give, without running Jinja for every decision.
         rendered = self._render(self._MARKER)

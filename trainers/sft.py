@@ -16,6 +16,7 @@ import torch
 
 from spiral_arena import make
 from spiral_arena.agents import make_agent
+from spiral_arena.agents.prompting import stop_token_ids
 from spiral_arena.analysis.read_policy import answer_text
 from trainers.logprobs import pack, response_logprobs
 from trainers.rollout import GameSpec, Policy
@@ -78,7 +79,7 @@ def sft(
     device = next(model.parameters()).device
     prompts = [policy.prompt_ids(r["prompt"]) for r in records]
     targets = [
-        tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in records
+        tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for r in records
     ]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     rng = np.random.default_rng(seed)
@@ -145,7 +146,8 @@ def run_sft(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     net = AutoModelForCausalLM.from_pretrained(model)
-    policy = Policy(HFEngine(net, tokenizer.eos_token_id, tokenizer.pad_token_id), tokenizer, prompt_template)
+    stops = stop_token_ids(tokenizer, net.generation_config)
+    policy = Policy(HFEngine(net, stops, tokenizer.pad_token_id), tokenizer, prompt_template, stops)
     losses = sft(net, policy, records, steps, batch, lr, seed, progress=True)
     final = output_dir / "model"
     net.save_pretrained(final)

@@ -35,3 +35,37 @@ def chat_messages(observation: str, system_prompt: str | None = None) -> list[di
 def single_turn_prompt(observation: str) -> str:
     """The whole prompt as one user turn: framing, observation, answer instruction."""
     return f"{GAME_FRAMING}\n\n{observation}\n\n{ANSWER_INSTRUCTION}"
+
+
+def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
+    """Every token id that ends a model's turn, the chat template's end-of-turn marker first.
+
+    Chat models often end a turn with a token other than the tokenizer's EOS (Qwen's
+    ``<|im_end|>`` vs ``<|endoftext|>``); stopping on EOS alone never stops them. The marker is
+    found by rendering a short dialogue and reading the special token that follows the assistant's
+    text; the tokenizer's EOS and the generation config's ``eos_token_id`` (an int or a list) follow.
+    """
+    ids: list[int] = []
+    marker = "\x01reply\x01"
+    try:
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}], tokenize=False
+        )
+    except Exception:  # no chat template, or one that refuses this dialogue: EOS only
+        rendered = ""
+    if marker in rendered:
+        after = rendered.split(marker, 1)[1]
+        first = tokenizer(after, add_special_tokens=False)["input_ids"][:1] if after.strip() else []
+        special = set(tokenizer.all_special_ids)
+        special |= {i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special}
+        if first and first[0] in special:
+            ids.append(first[0])
+    candidates = [tokenizer.eos_token_id]
+    configured = getattr(generation_config, "eos_token_id", None)
+    candidates += configured if isinstance(configured, (list, tuple)) else [configured]
+    for token in candidates:
+        if token is not None and int(token) not in ids:
+            ids.append(int(token))
+    if not ids:
+        raise ValueError("the tokenizer has no EOS token and its chat template no end-of-turn token: cannot stop")
+    return ids

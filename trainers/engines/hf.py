@@ -13,9 +13,10 @@ from trainers.engines import Completion
 
 
 class HFEngine:
-    def __init__(self, model, eos_token_id: int, pad_token_id: int) -> None:
+    def __init__(self, model, stop_ids: list[int], pad_token_id: int) -> None:
         self.model = model  # shared with the learner: no weight copy is needed
-        self.eos, self.pad = eos_token_id, pad_token_id
+        self.stop_ids, self.pad = list(stop_ids), pad_token_id
+        self.eos = self.stop_ids[0]  # TODO(helper): stop on any of stop_ids
 
     def load_weights(self, model) -> None:
         self.model = model

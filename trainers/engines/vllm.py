@@ -18,7 +18,7 @@ PINNED_VERSION = "0.33.0"
 
 
 class VLLMEngine:
-    def __init__(self, config, model, tokenizer, model_path: str) -> None:
+    def __init__(self, config, model, tokenizer, model_path: str, stop_ids: list[int]) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load by reference
         try:
             import vllm
@@ -29,7 +29,7 @@ class VLLMEngine:
         if getattr(config, "lora_rank", 0) > 0:
             raise ValueError("--backend vllm with --lora-rank is not supported yet; use --backend hf for LoRA")
         self.vllm = vllm
-        self.eos = tokenizer.eos_token_id
+        self.stop_ids = list(stop_ids)
         self.llm = vllm.LLM(
             model=str(model_path),
             tokenizer=str(model_path),
@@ -53,7 +53,7 @@ class VLLMEngine:
             top_p=top_p,
             max_tokens=max_new_tokens,
             logprobs=0,  # only the sampled token's log-prob
-            stop_token_ids=[self.eos],
+            stop_token_ids=self.stop_ids,
             seed=seed,
         )
         outputs = self.llm.generate(
