@@ -78,9 +78,7 @@ def sft(
     tokenizer = policy.tokenizer
     device = next(model.parameters()).device
     prompts = [policy.prompt_ids(r["prompt"]) for r in records]
-    targets = [
-        tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for r in records
-    ]
+    targets = [tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for r in records]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     rng = np.random.default_rng(seed)
     from tqdm import tqdm
