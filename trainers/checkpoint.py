@@ -56,6 +56,7 @@ def save(
         "kind": "spiral-arena checkpoint",
         "prompt_template": config.get("prompt_template", "spiral"),
         "obs_format": config.get("obs_format", ""),
+        "base_model": extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
     }
     (tmp / "spiral_arena.json").write_text(json.dumps(settings))
     shutil.rmtree(final, ignore_errors=True)
@@ -71,7 +72,7 @@ def latest(directory: Path) -> Path | None:
 def load_state(
     path: Path, optimizer, scheduler, rae, shard_rngs: dict[int, np.random.Generator], learner_rng: np.random.Generator
 ) -> dict[str, Any]:
-    state = torch.load(path / STATE_FILE, weights_only=False)
+    state = torch.load(path / STATE_FILE, weights_only=True)  # plain tensors and containers: no pickled code runs
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     rae.load_state_dict(state["rae"])

@@ -36,7 +36,8 @@ class TrainConfig:
     """"hf" (transformers generation, CPU or GPU) or "vllm" (GPU only, the vllm extra)."""
     device: str = "auto"
     bf16: bool = True
-    """bf16 weights and autocast on GPU (ignored on CPU)."""
+    """bf16 compute (autocast) for every forward pass, on any device; parameters, gradients and
+    AdamW state stay fp32 (an lr-1e-6 step is below bf16's resolution for most weights)."""
     gradient_checkpointing: bool = False
     lora_rank: int = 0
     """> 0 trains a LoRA adapter through peft instead of all weights."""
@@ -98,6 +99,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     kl_coef: float = 0.0
     """Weight of KL(policy || warm-start policy) on the sampled tokens; 0 = none (SPIRAL)."""
+    logprob_gap_warn: float = 0.05
+    """Warn when the mean per-token gap between the engine's sampling log-probs and the learner's
+    recomputation exceeds this (logged every step as logprob_gap/mean and /max)."""
 
     # --- SFT warm start --------------------------------------------------------------------
     sft_steps: int = 0

@@ -6,6 +6,10 @@ A single process with ``rollout_shards=N`` plays the same N shards one after ano
 run on N ranks and a run on one process give the same model (tested with gloo on CPU).
 Gradients are all-reduced by hand rather than through DDP because ranks may hold different
 numbers of micro-batches in a step, which DDP's per-backward hooks cannot handle.
+
+Placement: every rank drives the GPU of its ``LOCAL_RANK`` (``select_device``), and collective
+tensors live on the backend's device (CUDA for NCCL, CPU for gloo), since NCCL cannot reduce
+CPU tensors and ``all_gather_object`` under NCCL stages its bytes on the current CUDA device.
 """
 
 from __future__ import annotations
@@ -17,12 +21,39 @@ import torch
 import torch.distributed as dist
 
 
+def select_device(requested: str) -> torch.device:
+    """The device this process trains on: ``auto`` is CUDA when present, else CPU; a bare ``cuda``
+    under torchrun means this rank's own GPU (``cuda:LOCAL_RANK``), made the current device."""
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(requested)
+    except RuntimeError as error:
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N; got {requested!r}") from error
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {requested!r} asked for, but torch sees no CUDA GPU")
+        if device.index is None:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        if device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device} does not exist: torch sees {torch.cuda.device_count()} GPU(s)")
+        torch.cuda.set_device(device)
+    return device
+
+
+def collective_device(backend: str, device: torch.device) -> torch.device:
+    """Where tensors handed to a collective must live for ``backend``."""
+    return device if backend == "nccl" else torch.device("cpu")
+
+
 class Distributed:
     def __init__(self, device: torch.device) -> None:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
+        self.backend = "nccl" if device.type == "cuda" else "gloo"
+        self.device = collective_device(self.backend, device)
         if self.world > 1 and not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+            dist.init_process_group(backend=self.backend, device_id=device if device.type == "cuda" else None)
 
     @property
     def main(self) -> bool:
@@ -37,10 +68,16 @@ class Distributed:
         return out
 
     def sum(self, values: list[float]) -> list[float]:
+        return self._reduce(values, dist.ReduceOp.SUM)
+
+    def max(self, values: list[float]) -> list[float]:
+        return self._reduce(values, dist.ReduceOp.MAX)
+
+    def _reduce(self, values: list[float], op) -> list[float]:
         if self.world == 1:
             return values
-        t = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(t)
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=op)
         return t.tolist()
 
     def sum_gradients(self, model) -> None:

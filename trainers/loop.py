@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import time
 from collections import defaultdict
@@ -26,7 +27,7 @@ from spiral_arena.agents import make_agent
 from spiral_arena.agents.prompting import stop_token_ids
 from trainers import checkpoint
 from trainers.config import TrainConfig
-from trainers.distributed import Distributed
+from trainers.distributed import Distributed, select_device
 from trainers.evaluate import eval_games, kuhn_metrics, play_against
 from trainers.logprobs import pack, response_logprobs
 from trainers.losses import kl_to_reference, policy_loss
@@ -34,13 +35,11 @@ from trainers.rae import RAE
 from trainers.rollout import EnvPool, GameResult, Policy, Turn, collect, parse_mixture, response_action
 from trainers.sft import play_transcripts, sft
 
+logger = logging.getLogger(__name__)
+
 
 def train(config: TrainConfig, progress: bool = True) -> Path:
-    device = torch.device(
-        "cuda"
-        if config.device == "auto" and torch.cuda.is_available()
-        else ("cpu" if config.device == "auto" else config.device)
-    )
+    device = select_device(config.device)
     ddp = Distributed(device)
     if config.rollout_shards % ddp.world:
         raise ValueError(f"rollout_shards ({config.rollout_shards}) must be a multiple of the {ddp.world} ranks")
@@ -96,6 +95,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             config.sft_lr,
             config.seed,
             progress=progress and ddp.main,
+            autocast=lambda: autocast(config, device),
         )
         log.write({"step": 0, "sft/loss_first": losses[0], "sft/loss_last": losses[-1]})
     if previous is None and ddp.main and (config.sft_steps > 0 or config.kl_coef > 0):
@@ -103,8 +103,11 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         tokenizer.save_pretrained(warm_dir)
     reference = None
     if config.kl_coef > 0:  # the frozen warm-start policy; a resumed run reads it back from disk
-        reference = load_reference(warm_dir, device) if previous is not None else copy.deepcopy(model)
+        reference = load_reference(config, run_dir, warm_dir, device) if previous is not None else copy.deepcopy(model)
         reference.eval().requires_grad_(False)
+    # The engine was built from the weights on disk; the first rollout must sample from the
+    # policy the learner trains (after the warm start), or step 1 is silently off-policy.
+    engine.load_weights(model)
 
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), weight_decay=config.weight_decay
@@ -121,23 +124,24 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     for step in range(start + 1, config.steps + 1):
         # 1. rollouts ------------------------------------------------------------------------
         t0 = time.monotonic()
-        mine = [
-            collect(
-                policy,
-                specs,
-                weights,
-                min_samples=samples_per_shard,
-                games_in_flight=config.games_in_flight,
-                rng=shard_rngs[s],
-                temperature=config.temperature,
-                invalid_penalty=config.invalid_penalty,
-                invalid_opponent_reward=config.invalid_opponent_reward,
-                opponent=opponent,
-                pool=envs,
-                **generation,
-            )
-            for s in shards
-        ]
+        with autocast(config, device):
+            mine = [
+                collect(
+                    policy,
+                    specs,
+                    weights,
+                    min_samples=samples_per_shard,
+                    games_in_flight=config.games_in_flight,
+                    rng=shard_rngs[s],
+                    temperature=config.temperature,
+                    invalid_penalty=config.invalid_penalty,
+                    invalid_opponent_reward=config.invalid_opponent_reward,
+                    opponent=opponent,
+                    pool=envs,
+                    **generation,
+                )
+                for s in shards
+            ]
         # every rank gets every shard's games, in shard order, so RAE sees the same sequence everywhere
         gathered = ddp.gather(dict(zip(shards, mine, strict=True)))
         by_shard = {s: games for part in gathered for s, games in part.items()}
@@ -186,7 +190,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         out_of_time = bool(ddp.sum([float(out_of_time)])[0])  # all ranks stop at the same step
         last = step == config.steps or out_of_time
         if ddp.main and (step % config.eval_every == 0 or last):
-            metrics.update(evaluate(model, policy, config, specs))
+            with autocast(config, device):
+                metrics.update(evaluate(model, policy, config, specs))
             log.transcripts(step, turns)
         log.write(metrics)
         if step % config.save_every == 0 or last:
@@ -202,7 +207,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     rae,
                     {s: st for part in states for s, st in part.items()},
                     learner_rng,
-                    {"config": asdict(config)},
+                    {"config": asdict(config), "base_model": base_model_path(config, run_dir)},
                 )
         ddp.barrier()
         bar.update(metrics)
@@ -232,7 +237,13 @@ def update(
 
     Micro-batches accumulate into that step weighted by their share of the whole batch over every
     rank (``total`` = trained turns, their response tokens), so summing the ranks' gradients gives
-    exactly the gradient of the full batch, however it was split."""
+    exactly the gradient of the full batch, however it was split. Forward passes run under bf16
+    autocast when ``config.bf16``; parameters, gradients and AdamW state stay fp32.
+
+    The first epoch's log-probs (taken before any optimiser step) are compared token by token with
+    the log-probs the engine reported while sampling: ``logprob_gap/mean`` and ``/max``. Near 0 means
+    the rollouts came from the policy being trained; a gap means they did not (stale engine
+    weights, a different dtype or a sampling transform the learner does not apply)."""
     if total[0] == 0:
         return {}
     by_tokens = config.aggregation == "token_mean"
@@ -243,19 +254,24 @@ def update(
         ids, attention, positions, mask = pack(
             [t.prompt_ids for t in batch], [t.response_ids for t in batch], pad, device
         )
-        with torch.set_grad_enabled(grad):
+        with torch.set_grad_enabled(grad), autocast(config, device):
             return response_logprobs(net, ids, attention, positions, mask, config.temperature)
 
     # PPO's ratio needs the pre-update log-probs; REINFORCE never reads them
     old = [forward(model, b, False)[0] for b in batches] if config.loss == "ppo" else [None] * len(batches)
     ref = [forward(reference, b, False)[0] for b in batches] if reference is not None else None
     totals: dict[str, float] = defaultdict(float)
+    gap_sum = gap_max = 0.0
     model.train()
-    for _ in range(config.epochs):
+    for epoch in range(config.epochs):
         optimizer.zero_grad(set_to_none=True)
         for i in rng.permutation(len(batches)):
             batch = batches[i]
             logp, mask = forward(model, batch, True)
+            if epoch == 0:
+                gap = (logp.detach() - generation_logprobs(batch, mask)).abs() * mask
+                gap_sum += float(gap.sum())
+                gap_max = max(gap_max, float(gap.max()))
             advantages = torch.tensor([t.advantage for t in batch], device=device)
             loss, info = policy_loss(
                 logp, old[i], advantages, mask, config.loss, config.clip, config.aggregation, config.max_new_tokens
@@ -274,8 +290,37 @@ def update(
         totals["grad_norm"] += float(grad_norm) / config.epochs
         optimizer.step()
     keys = ("loss", "clip_fraction", "kl")
-    summed = ddp.sum([totals[k] for k in keys])
-    return {**dict(zip(keys, summed, strict=True)), "grad_norm": totals["grad_norm"]}
+    summed = ddp.sum([totals[k] for k in keys] + [gap_sum])
+    stats = {**dict(zip(keys, summed[:3], strict=True)), "grad_norm": totals["grad_norm"]}
+    stats["logprob_gap/mean"] = summed[3] / total[1]
+    stats["logprob_gap/max"] = ddp.max([gap_max])[0]
+    if stats["logprob_gap/mean"] > config.logprob_gap_warn:
+        logger.warning(
+            "rollouts look off-policy: mean |generation log-prob - learner log-prob| = %.4f per token "
+            "(max %.4f, warning above %g); check that the engine samples from the learner's weights",
+            stats["logprob_gap/mean"],
+            stats["logprob_gap/max"],
+            config.logprob_gap_warn,
+        )
+    return stats
+
+
+def generation_logprobs(batch: list[Turn], mask: torch.Tensor) -> torch.Tensor:
+    """The engine's per-token log-probs of ``batch`` laid out like ``mask`` ([batch, R], 0 past the end)."""
+    out = torch.zeros_like(mask)
+    for row, turn in enumerate(batch):
+        out[row, : len(turn.logprobs)] = torch.tensor(turn.logprobs, dtype=out.dtype)
+    return out
+
+
+def autocast(config: TrainConfig, device: torch.device):
+    """bf16 compute for forward passes when ``config.bf16``, over fp32 parameters.
+
+    The weights themselves stay fp32 (master weights): at SPIRAL's lr of 1e-6 an AdamW step is
+    below bf16's resolution for almost every weight, so updating bf16 weights changes ~2% of them.
+    Memory per parameter: 4 (fp32 weight) + 4 (grad) + 8 (AdamW) bytes, the same as bf16 weights
+    with a separate fp32 master copy, and simpler."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16)
 
 
 def evaluate(model, policy: Policy, config: TrainConfig, specs) -> dict[str, float]:
@@ -343,44 +388,65 @@ def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
 
 
 def load_model(config: TrainConfig, run_dir: Path, previous: Path | None, device):
+    """The policy with fp32 weights (bf16 is compute only, see ``autocast``), its tokenizer and the
+    directory its weights came from. With LoRA the base comes from ``config.model`` and the adapter
+    is new, or on resume the checkpoint's own adapter, trainable, so training continues with it."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if previous is not None:
-        path = previous
-    elif config.model == "tiny":
-        path = run_dir / "tiny_init"
-    else:
-        path = config.model
+    base = base_model_path(config, run_dir)
+    lora_checkpoint = previous is not None and (previous / "adapter_config.json").exists()
+    if previous is not None and lora_checkpoint != (config.lora_rank > 0):
+        saved = "a LoRA adapter" if lora_checkpoint else "full weights"
+        raise ValueError(f"cannot resume {previous}: it holds {saved}, but lora_rank is {config.lora_rank}")
+    path = previous if previous is not None and not lora_checkpoint else base
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        dtype = torch.bfloat16 if config.bf16 and device.type == "cuda" else torch.float32
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+        tokenizer = AutoTokenizer.from_pretrained(previous or base)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
     except OSError as error:
         raise ValueError(f"cannot load model {str(path)!r}: {error}") from error
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id
     if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # non-reentrant checkpointing also works when the embeddings are frozen (LoRA)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if config.lora_rank > 0:
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, PeftModel, get_peft_model
 
-        model = get_peft_model(
-            model,
-            LoraConfig(
-                r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"
-            ),
-        )
+        if lora_checkpoint:
+            model = PeftModel.from_pretrained(model, previous, is_trainable=True)
+        else:
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=config.lora_rank,
+                    lora_alpha=config.lora_alpha,
+                    target_modules="all-linear",
+                    task_type="CAUSAL_LM",
+                ),
+            )
     return model, tokenizer, path
 
 
-def load_reference(warm_dir: Path, device):
-    """The frozen warm-start policy the KL term anchors to, as saved before RL began."""
+def base_model_path(config: TrainConfig, run_dir: Path) -> str:
+    """Where the run's initial weights live (absolute for the tiny model, so a LoRA adapter's
+    record of its base stays valid from any working directory)."""
+    return str((run_dir / "tiny_init").resolve()) if config.model == "tiny" else config.model
+
+
+def load_reference(config: TrainConfig, run_dir: Path, warm_dir: Path, device):
+    """The frozen warm-start policy the KL term anchors to, as saved before RL began (full weights,
+    or the base plus the warm-start adapter under LoRA)."""
     from transformers import AutoModelForCausalLM
 
     if not warm_dir.exists():
         raise ValueError(f"cannot resume a KL-anchored run: its warm start {warm_dir} is missing")
-    return AutoModelForCausalLM.from_pretrained(warm_dir).to(device)
+    if not (warm_dir / "adapter_config.json").exists():
+        return AutoModelForCausalLM.from_pretrained(warm_dir, dtype=torch.float32).to(device)
+    from peft import PeftModel
+
+    base = AutoModelForCausalLM.from_pretrained(base_model_path(config, run_dir), dtype=torch.float32)
+    return PeftModel.from_pretrained(base.to(device), warm_dir)
 
 
 def make_engine(config: TrainConfig, model, tokenizer, model_path, stop_ids: list[int]):

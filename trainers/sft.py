@@ -8,7 +8,8 @@ games written by ``spiral-arena collect``), SPIRAL's SFT-on-expert-trajectories 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +74,10 @@ def sft(
     lr: float,
     seed: int,
     progress: bool = False,
+    autocast: Callable[[], AbstractContextManager] = nullcontext,
 ) -> list[float]:
-    """Cross-entropy on the response tokens (and the end-of-turn token) of random batches."""
+    """Cross-entropy on the response tokens (and the end-of-turn token) of random batches;
+    forward passes run inside ``autocast()`` (the trainer's bf16 setting)."""
     tokenizer = policy.tokenizer
     device = next(model.parameters()).device
     prompts = [policy.prompt_ids(r["prompt"]) for r in records]
@@ -90,8 +93,9 @@ def sft(
         ids, attention, positions, mask = pack(
             [prompts[i] for i in idx], [targets[i] for i in idx], tokenizer.pad_token_id, device
         )
-        logp, m = response_logprobs(model, ids, attention, positions, mask)
-        loss = -(logp * m).sum() / m.sum()
+        with autocast():
+            logp, m = response_logprobs(model, ids, attention, positions, mask)
+            loss = -(logp * m).sum() / m.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -1,0 +1,206 @@
+"""The real-model path's silent defects, each proven on CPU: bf16 updates, device placement,
+LoRA resume, safe checkpoint loading. (Engine-side fixes: test_hf_engine.py, test_vllm_engine.py;
+memory: test_logprobs.py.)"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from trainers import checkpoint  # noqa: E402
+from trainers.config import TrainConfig  # noqa: E402
+from trainers.distributed import Distributed, collective_device, select_device  # noqa: E402
+from trainers.loop import train, update  # noqa: E402
+from trainers.rae import RAE  # noqa: E402
+from trainers.rollout import Turn  # noqa: E402
+
+
+def make_turns(vocab: int, n: int = 8, seed: int = 0) -> list[Turn]:
+    rng = np.random.default_rng(seed)
+    turns = []
+    for i in range(n):
+        prompt = rng.integers(3, vocab, size=6 + i % 3).tolist()
+        response = rng.integers(3, vocab, size=4).tolist()
+        turn = Turn("g", i % 2, "", prompt, response, [0.0] * 4, "", True)
+        turn.advantage = 1.0 if i % 2 else -1.0
+        turns.append(turn)
+    return turns
+
+
+def step_once(model, lr: float, bf16: bool) -> tuple[float, list[torch.dtype]]:
+    """One learner step (REINFORCE) at ``lr``; the share of non-embedding weights it changed, and
+    the dtypes the output layer computed in."""
+    config = TrainConfig.build({"lr": lr, "bf16": bf16, "loss": "reinforce", "epochs": 1, "micro_batch": 4})
+    turns = make_turns(model.config.vocab_size)
+    before = {k: v.detach().clone() for k, v in model.named_parameters() if "embed_tokens" not in k}
+    seen: list[torch.dtype] = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95))
+    total = (len(turns), sum(len(t.response_ids) for t in turns))
+    update(
+        model,
+        None,
+        optimizer,
+        turns,
+        total,
+        config,
+        np.random.default_rng(0),
+        torch.device("cpu"),
+        Distributed(torch.device("cpu")),
+    )
+    hook.remove()
+    after = dict(model.named_parameters())
+    changed = sum(int((after[k] != v).sum()) for k, v in before.items())
+    return changed / sum(v.numel() for v in before.values()), seen
+
+
+def tiny_model(dtype=torch.float32):
+    from trainers.tiny import build_model
+
+    torch.manual_seed(0)
+    model = build_model(vocab_size=64, hidden_size=32, seed=0)
+    with torch.no_grad():  # weights drawn as in a real checkpoint, N(0, 0.02)
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.02)
+    model.config.pad_token_id = 0
+    return model.to(dtype)
+
+
+def test_bf16_run_updates_fp32_master_weights_at_lr_1e6():
+    """bf16 on: forwards compute in bf16, yet an lr-1e-6 step moves nearly every trained weight."""
+    model = tiny_model()
+    share, dtypes = step_once(model, lr=1e-6, bf16=True)
+    assert set(dtypes) == {torch.bfloat16}  # the forward really ran in bf16
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert share > 0.9, share
+
+
+def test_bf16_weights_would_lose_the_update():
+    """Why: stepping bf16 weights directly at lr 1e-6 leaves most of them unchanged."""
+    share, _ = step_once(tiny_model(torch.bfloat16), lr=1e-6, bf16=False)
+    assert share < 0.2, share
+
+
+def test_trainer_loads_fp32_weights_when_bf16_is_on(tmp_path):
+    from trainers.loop import load_model
+    from trainers.tiny import create_tiny
+
+    create_tiny(tmp_path / "tiny_init", ["TicTacToe-v0"])
+    config = TrainConfig.build({"bf16": True})
+    model, _, _ = load_model(config, tmp_path, None, torch.device("cpu"))
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+class FakeCuda:
+    """A machine with ``count`` GPUs, as torch.cuda would report it; records set_device."""
+
+    def __init__(self, monkeypatch, count: int) -> None:
+        self.current = None
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+        monkeypatch.setattr(torch.cuda, "set_device", self.set_device)
+
+    def set_device(self, device) -> None:
+        self.current = torch.device(device)
+
+
+@pytest.mark.parametrize("requested", ["auto", "cuda"])
+def test_each_rank_drives_its_local_gpu(monkeypatch, requested):
+    cuda = FakeCuda(monkeypatch, count=8)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    device = select_device(requested)
+    assert device == torch.device("cuda", 3) and cuda.current == device
+
+
+def test_device_errors(monkeypatch):
+    with pytest.raises(ValueError, match="device must be"):
+        select_device("bogus")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        select_device("cuda")
+    FakeCuda(monkeypatch, count=2)
+    with pytest.raises(ValueError, match="torch sees 2 GPU"):
+        select_device("cuda:5")
+    assert select_device("cpu") == torch.device("cpu")
+
+
+def test_collectives_use_the_backends_device(monkeypatch):
+    assert collective_device("nccl", torch.device("cuda", 2)) == torch.device("cuda", 2)
+    assert collective_device("gloo", torch.device("cuda", 2)) == torch.device("cpu")
+    # the gloo path for real: metrics reduce through a one-rank gloo group on CPU tensors
+    import torch.distributed as dist
+
+    seen = []
+    monkeypatch.setattr(dist, "all_reduce", lambda t, op=None: seen.append((t.device, t.dtype, op)))
+    ddp = Distributed(torch.device("cpu"))
+    ddp.world = 2  # as if under torchrun; all_reduce is recorded instead of sent
+    assert ddp.sum([1.0, 2.0]) == [1.0, 2.0] and ddp.max([3.0]) == [3.0]
+    assert [s[0] for s in seen] == [torch.device("cpu")] * 2
+    assert seen[0][2] == dist.ReduceOp.SUM and seen[1][2] == dist.ReduceOp.MAX
+
+
+SMALL = {
+    "steps": 4,
+    "sft_steps": 4,
+    "sft_batch": 16,
+    "samples_per_step": 24,
+    "games_in_flight": 8,
+    "eval_every": 100,
+    "eval_games": 2,
+    "eval_env_ids": "KuhnPoker-v0:rounds=1",
+    "eval_opponents": "random",
+    "time_limit_s": 0,
+    "save_every": 2,
+    "micro_batch": 8,
+    "plots": False,
+    "lora_rank": 4,
+    "lora_alpha": 8,
+    "kl_coef": 0.1,
+}
+
+
+def adapter(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "adapter_model.safetensors"))
+
+
+def test_lora_resume_continues_with_the_same_adapter(tmp_path):
+    pytest.importorskip("peft")
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train(TrainConfig.build({**SMALL, "output_dir": str(straight)}), progress=False)
+    train(TrainConfig.build({**SMALL, "output_dir": str(resumed)}), progress=False)
+    shutil.rmtree(resumed / "checkpoints" / "step_000004")  # died during steps 3-4
+    train(TrainConfig.build({**SMALL, "output_dir": str(resumed), "resume": True}), progress=False)
+    a, b = adapter(straight / "checkpoints" / "step_000004"), adapter(resumed / "checkpoints" / "step_000004")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # and training really moved the adapter between the two checkpoints
+    c = adapter(straight / "checkpoints" / "step_000002")
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+    with pytest.raises(ValueError, match="holds a LoRA adapter, but lora_rank is 0"):
+        train(TrainConfig.build({**SMALL, "output_dir": str(resumed), "resume": True, "lora_rank": 0}))
+
+
+class Boom:
+    def __reduce__(self):
+        return (print, ("pickled code ran",))
+
+
+def test_checkpoint_state_is_loaded_without_running_pickled_code(tmp_path, capsys):
+    bad = tmp_path / "step_000001"
+    bad.mkdir()
+    with open(bad / checkpoint.STATE_FILE, "wb") as f:
+        pickle.dump({"step": 1, "payload": Boom()}, f)
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    with pytest.raises(pickle.UnpicklingError):
+        checkpoint.load_state(bad, optimizer, scheduler, RAE(), {}, np.random.default_rng(0))
+    assert "pickled code ran" not in capsys.readouterr().out
