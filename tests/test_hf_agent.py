@@ -7,11 +7,15 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+import json  # noqa: E402
+
+import torch  # noqa: E402
+
 import spiral_arena  # noqa: E402
 from spiral_arena.agents import RandomAgent  # noqa: E402
-from spiral_arena.agents.hf import HFAgent  # noqa: E402
+from spiral_arena.agents.hf import SETTINGS_FILE, HFAgent  # noqa: E402
 from spiral_arena.play import play_game  # noqa: E402
-from trainers.tiny import create_tiny, game_corpus  # noqa: E402
+from trainers.tiny import build_model, build_tokenizer, create_tiny, game_corpus  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +81,57 @@ def test_untrained_model_plays_whole_games(tiny_path):
 def test_bad_path_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="not a transformers model directory"):
         HFAgent(str(tmp_path / "missing"))
+
+
+@pytest.fixture(scope="module")
+def chat_model(tmp_path_factory):
+    """A tiny model whose tokenizer's EOS (``<|endoftext|>``) is not its end of turn (``<|im_end|>``),
+    as in Qwen's chat models, taught to answer "Say one." with "one bet<|im_end|> check fold": an agent
+    that stops on EOS alone says the tail too."""
+    from transformers import PreTrainedTokenizerFast
+
+    base = build_tokenizer(game_corpus(["KuhnPoker-v0"], games_per_env=5))
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=base.backend_tokenizer,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        chat_template=base.chat_template,
+    )
+    model = build_model(len(tok))
+    model.generation_config.eos_token_id = tok.eos_token_id
+    path = tmp_path_factory.mktemp("chat") / "model"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    (path / SETTINGS_FILE).write_text(json.dumps({"prompt_template": "bare"}))  # short prompts: quick to teach
+    agent = HFAgent(str(path), temperature=0, max_new_tokens=8)
+
+    def encode(text: str) -> list[int]:
+        return agent.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    prompt = encode(agent.prompt_text("Say one."))
+    reply = encode("one bet") + [tok.convert_tokens_to_ids("<|im_end|>")] + encode(" check fold")
+    optimizer = torch.optim.Adam(agent.model.parameters(), lr=1e-2)
+    for _ in range(40):
+        logits = agent.model(input_ids=torch.tensor([prompt + reply])).logits[0, len(prompt) - 1 : -1]
+        loss = torch.nn.functional.cross_entropy(logits, torch.tensor(reply))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    agent.model.eval()
+    with torch.no_grad():  # teacher-forced argmax: the whole reply, tail included, was learned
+        logits = agent.model(input_ids=torch.tensor([prompt + reply])).logits[0, len(prompt) - 1 : -1]
+        assert logits.argmax(dim=-1).tolist() == reply
+    return agent, prompt, reply
+
+
+def test_stops_and_scores_with_the_end_of_turn_token(chat_model):
+    agent, prompt, reply = chat_model
+    end_of_turn = agent.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert agent.tokenizer.eos_token_id != end_of_turn
+    assert agent.act("Say one.", {}) == "one bet"  # nothing of the tail after <|im_end|>
+    with torch.no_grad():
+        ids = torch.tensor([prompt + reply])
+        logp = torch.log_softmax(agent.model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+    answer = reply[: reply.index(end_of_turn) + 1]
+    expected = sum(float(logp[len(prompt) - 1 + i, token]) for i, token in enumerate(answer))
+    assert agent.score_answers("Say one.", ["one bet"]) == [pytest.approx(expected, abs=1e-4)]

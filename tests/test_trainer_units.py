@@ -85,14 +85,14 @@ def test_aggregate_rejects_unknown():
 
 
 class EchoEngine:
-    """A scripted engine: each completion spells out which prompt it answers (its length and a
-    checksum), so a mix-up between games would be visible. Stands in for a model; no GPU."""
+    """A scripted engine: answers each prompt with ``answer(prompt_ids)`` and records every batch of
+    prompts it was sent. Stands in for a model; no GPU."""
 
     def __init__(self, tokenizer, answer):
         self.tokenizer, self.answer, self.calls = tokenizer, answer, []
 
     def generate(self, prompts, max_new_tokens, temperature, top_p, seed):
-        self.calls.append(len(prompts))
+        self.calls.append(prompts)
         return [Completion(self.tokenizer.encode(self.answer(p)), [0.0], True) for p in prompts]
 
     def load_weights(self, model):
@@ -135,29 +135,73 @@ def play(policy, specs, weights, **options):
     return collect(policy, specs, weights, **{**settings, **options})
 
 
-def test_each_game_gets_its_own_completion():
-    """SPIRAL's batch-index bug would hand every game the first game's answer."""
-    tok = CharTokenizer()
+def kuhn_answer(prompt_ids: list[int]) -> str:
+    """A reply fixed by the prompt's own card: bet or call with the king, call with the queen, else
+    check or fold. Under this policy the higher card always wins the hand."""
+    text = "".join(chr(i) for i in prompt_ids)
+    card = text.rsplit("Your card: ", 1)[1][0]
+    if "[bet]" in text:
+        move = "[bet]" if card == "K" else "[check]"
+    else:
+        move = "[call]" if card in "KQ" else "[fold]"
+    return f"Holding {card}: \\boxed{{{move}}}"
 
-    def answer(prompt_ids):
-        text = "".join(chr(i) for i in prompt_ids)
-        legal = text.rsplit("Legal actions: ", 1)[1].split("\n")[0].rstrip(".").split(", ")
-        return f"\\boxed{{{legal[-1]}}}"  # the last legal cell: different per board
 
-    engine = EchoEngine(tok, answer)
-    policy = Policy(engine, tok, "bare")
-    specs, weights = parse_mixture("TicTacToe-v0", "")
-    results = play(
+class RotatedEngine:
+    """Hands prompt i the completion meant for prompt i + 1: a batching mix-up."""
+
+    def __init__(self, engine: EchoEngine) -> None:
+        self.engine = engine
+
+    def generate(self, prompts, *args, **kwargs):
+        completions = self.engine.generate(prompts, *args, **kwargs)
+        return completions[1:] + completions[:1]
+
+
+class FirstForAllEngine:
+    """SPIRAL's batch-index bug: every prompt gets the first prompt's completion."""
+
+    def __init__(self, engine: EchoEngine) -> None:
+        self.engine = engine
+
+    def generate(self, prompts, *args, **kwargs):
+        completions = self.engine.generate(prompts, *args, **kwargs)
+        return [completions[0]] * len(completions)
+
+
+def play_kuhn_hands(engine) -> list:
+    """Single Kuhn hands, eight at a time; each prompt is the latest message, holding its own card."""
+    policy = Policy(engine, CharTokenizer(), "bare")
+    specs, weights = parse_mixture("KuhnPoker-v0:rounds=1", "")
+    return play(
         policy, specs, weights, min_samples=60, games_in_flight=8, rng=np.random.default_rng(0), obs_format="last"
     )
-    assert max(engine.calls) > 1  # really batched
-    turns = [t for r in results for t in r.turns]
-    assert len(turns) >= 60
+
+
+def check_each_game_got_its_own_replies(results) -> None:
+    """Every turn holds the reply to its own prompt, and every hand ended as its own cards say."""
     for r in results:
-        assert r.invalid_by is None  # every answer was legal for its own board
+        assert r.invalid_by is None
+        cards = {t.role: t.prompt.rsplit("Your card: ", 1)[1][0] for t in r.turns}
         for t in r.turns:
-            assert t.response == answer(t.prompt_ids)
+            assert t.response == kuhn_answer(t.prompt_ids)
             assert t.reward == r.shaped[t.role]
+        assert sorted(cards) == [0, 1]  # both seats decide at least once in a hand
+        winner = max(cards, key=lambda seat: "JQK".index(cards[seat]))
+        assert r.returns[winner] == 1.0
+
+
+def test_each_game_gets_its_own_completion():
+    """Completion i must go back to game i; the same check catches engines that mix them up."""
+    engine = EchoEngine(CharTokenizer(), kuhn_answer)
+    results = play_kuhn_hands(engine)
+    assert sum(len(r.turns) for r in results) >= 60
+    # really batched, and waves mix prompts that need different replies, so a mix-up would show
+    assert sum(len({kuhn_answer(p) for p in wave}) > 1 for wave in engine.calls) >= 5
+    check_each_game_got_its_own_replies(results)
+    for wrong in (RotatedEngine, FirstForAllEngine):
+        with pytest.raises(AssertionError):
+            check_each_game_got_its_own_replies(play_kuhn_hands(wrong(EchoEngine(CharTokenizer(), kuhn_answer))))
 
 
 def test_invalid_answers_are_shaped_and_attributed():

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
-from spiral_arena.agents.prompting import single_turn_prompt
+from spiral_arena.agents.prompting import single_turn_prompt, stop_token_ids
 from spiral_arena.core.observations import last_message
 
 SETTINGS_FILE = "spiral_arena.json"  # written by the trainer into every checkpoint
@@ -53,6 +53,9 @@ class HFAgent(BaseAgent):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        # every token that ends a turn, the chat template's end of turn first: chat models end a
+        # reply with it (Qwen's <|im_end|>), not with the tokenizer's EOS
+        self.stop_ids = stop_token_ids(self.tokenizer, self.model.generation_config)
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.reset(seed)
 
@@ -75,7 +78,7 @@ class HFAgent(BaseAgent):
         scores = []
         with torch.no_grad():
             for answer in answers:
-                target = tok(answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+                target = tok(answer, add_special_tokens=False)["input_ids"] + [self.stop_ids[0]]
                 ids = torch.tensor([prompt + target], device=self.device)
                 logp = torch.log_softmax(self.model(input_ids=ids).logits[0, :-1].float(), dim=-1)
                 positions = torch.arange(len(prompt) - 1, ids.shape[1] - 1, device=self.device)
@@ -107,7 +110,7 @@ class HFAgent(BaseAgent):
                 **batch,
                 max_new_tokens=self.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=self.tokenizer.eos_token_id,
+                eos_token_id=self.stop_ids,
                 **sampling,
             )
         new_tokens = out[:, batch["input_ids"].shape[1] :]

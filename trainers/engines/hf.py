@@ -1,8 +1,12 @@
 """Sampling with transformers: a batched loop with a KV cache over the learner's own model.
 
-Prompts are left-padded into one batch; each row keeps its own positions, so every prompt gets
-exactly the completion it would get alone. Log-probs are those of the tempered distribution
-the token was drawn from.
+Prompts are left-padded into one batch; each row keeps its own positions, so a greedy completion
+is exactly the one the prompt would get alone (a sampled one depends on the seed and the row's
+place in the batch, not on the other prompts). A row ends at the first of any stop token (chat
+models end a turn with e.g. ``<|im_end|>``, not the tokenizer's EOS). Log-probs are those of the
+tempered distribution the token was drawn from. Only the last position's logits are computed
+(the vocabulary projection over every prompt position would dwarf the rest of the prefill), and
+the buffers for the whole generation are allocated once, so a step writes one column.
 """
 
 from __future__ import annotations
@@ -14,12 +18,17 @@ from trainers.engines import Completion
 
 class HFEngine:
     def __init__(self, model, stop_ids: list[int], pad_token_id: int) -> None:
-        self.model = model  # shared with the learner: no weight copy is needed
+        self.model = model  # the learner's own model (no copy needed), or a full copy under FSDP
         self.stop_ids, self.pad = list(stop_ids), pad_token_id
-        self.eos = self.stop_ids[0]  # TODO(helper): stop on any of stop_ids
 
     def load_weights(self, model) -> None:
-        self.model = model
+        """Sample from ``model``'s weights: nothing to do when it is the model generating, else its
+        full weights are copied in (FSDP: all-gathered from the shards, on every rank at once)."""
+        if model is self.model:
+            return
+        from trainers.distributed import full_tensors
+
+        self.model.load_state_dict(dict(full_tensors(model)))
 
     def sleep(self) -> None:
         pass
@@ -35,47 +44,54 @@ class HFEngine:
             return []
         device = next(self.model.parameters()).device
         generator = torch.Generator(device=device).manual_seed(seed)
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad, dtype=torch.long, device=device)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
+        rows, width = len(prompts), max(len(p) for p in prompts)
+        prompt_ids = torch.full((rows, width), self.pad, dtype=torch.long, device=device)
+        mask = torch.zeros((rows, width + max_new_tokens), dtype=torch.long, device=device)
         for i, p in enumerate(prompts):
-            input_ids[i, width - len(p) :] = torch.tensor(p, device=device)
-            mask[i, width - len(p) :] = 1
-        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+            prompt_ids[i, width - len(p) :] = torch.tensor(p, device=device)
+            mask[i, width - len(p) : width] = 1
+        tokens = torch.full((rows, max_new_tokens), self.pad, dtype=torch.long, device=device)
+        logps = torch.zeros((rows, max_new_tokens), dtype=torch.float32, device=device)
+        stops = torch.tensor(self.stop_ids, dtype=torch.long, device=device)
+        done = torch.zeros(rows, dtype=torch.bool, device=device)
+        lengths = torch.full((rows,), max_new_tokens, dtype=torch.long, device=device)  # through the stop token
+        positions = (mask[:, :width].cumsum(dim=1) - 1).clamp(min=0)
+        next_position = positions[:, -1:] + 1
         was_training = self.model.training
         self.model.eval()
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        cache, logits = out.cache, out.logits[:, -1, :]
-        next_position = positions[:, -1:] + 1
-        tokens = torch.empty((len(prompts), 0), dtype=torch.long, device=device)
-        logps = torch.empty((len(prompts), 0), device=device)
-        done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
-        for _ in range(max_new_tokens):
-            token, logp = sample(logits, temperature, top_p, generator)
-            token = torch.where(done, torch.full_like(token, self.pad), token)
-            tokens = torch.cat([tokens, token[:, None]], dim=1)
-            logps = torch.cat([logps, logp[:, None]], dim=1)
-            done |= token == self.eos
-            if bool(done.all()):
+        out = self.model(
+            input_ids=prompt_ids,
+            attention_mask=mask[:, :width],
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        steps = 0
+        for step in range(max_new_tokens):
+            token, logp = sample(out.logits[:, -1, :], temperature, top_p, generator)
+            token = torch.where(done, self.pad, token)
+            tokens[:, step], logps[:, step] = token, logp
+            stopped = ~done & torch.isin(token, stops)
+            lengths = torch.where(stopped, step + 1, lengths)
+            done |= stopped
+            steps = step + 1
+            if steps == max_new_tokens or bool(done.all()):
                 break
-            mask = torch.cat([mask, torch.ones_like(token)[:, None]], dim=1)
+            mask[:, width + step] = 1
             out = self.model(
                 input_ids=token[:, None],
-                attention_mask=mask,
-                position_ids=next_position,
-                cache=cache,
+                attention_mask=mask[:, : width + step + 1],
+                position_ids=next_position + step,
+                cache=out.cache,
                 use_cache=True,
+                logits_to_keep=1,
             )
-            cache, logits = out.cache, out.logits[:, -1, :]
-            next_position = next_position + 1
         self.model.train(was_training)
-        return [self._completion(tokens[i].tolist(), logps[i].tolist()) for i in range(len(prompts))]
-
-    def _completion(self, ids: list[int], logps: list[float]) -> Completion:
-        if self.eos in ids:
-            end = ids.index(self.eos) + 1
-            return Completion(ids[:end], logps[:end], True)
-        return Completion(ids, logps, False)
+        token_rows, logp_rows = tokens[:, :steps].tolist(), logps[:, :steps].tolist()
+        return [
+            Completion(ids[:n], lps[:n], finished)
+            for ids, lps, n, finished in zip(token_rows, logp_rows, lengths.tolist(), done.tolist(), strict=True)
+        ]
 
 
 def sample(
