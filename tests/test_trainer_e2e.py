@@ -64,6 +64,8 @@ def test_run_directory_has_everything(finished_run):
     assert metrics[0]["sft/loss_last"] < metrics[0]["sft/loss_first"]
     for r in metrics[1:]:
         assert r["samples"] >= 24 and r["lr"] > 0 and "loss" in r
+        # on-policy: the learner's log-probs of the sampled tokens are the engine's, from step 1 on
+        assert r["logprob_gap/mean"] < 1e-4 and r["logprob_gap/max"] < 1e-3
         assert any(k.startswith("rae/KuhnPoker-v0:rounds=1/") for k in r)
     evals = [r for r in metrics if "eval/kuhn_exploitability" in r]
     assert [r["step"] for r in evals] == [2, 4]
@@ -151,6 +153,50 @@ def test_two_gloo_ranks_equal_one_process(tmp_path):
     # (a wrong weighting or a missing rank) moves most weights by that much, so 5e-5 tells them apart.
     diffs = torch.cat([(wa[k] - wb[k]).abs().flatten() for k in wa])
     assert diffs.max() < 5e-5 and (diffs > 1e-6).float().mean() < 0.01
+
+
+def torchrun(flags: list[str], out: Path, ranks: int = 2) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", "-m", "trainers"]
+        + [f"--output-dir={out}", *flags],
+        cwd=REPO,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_fsdp_ranks_equal_one_process_and_resume(tmp_path):
+    """FSDP2 on 2 gloo ranks trains the model one process trains on the same games; a sharded
+    run resumed from its checkpoint (sharded optimizer state included) ends where it would have."""
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SMALL, "steps": 2, "eval_every": 2, "save_every": 1}.items()]
+    flags += ["--rollout-shards=2", "--no-plots", "--kl-coef=0.1"]
+    single = tmp_path / "single"
+    subprocess.run(
+        [sys.executable, "-m", "trainers", f"--output-dir={single}", *flags], cwd=REPO, check=True, timeout=600
+    )
+    sharded = tmp_path / "fsdp"
+    torchrun([*flags, "--fsdp"], sharded)
+    one, two = rows(single), rows(sharded)
+    for a, b in zip(one, two, strict=True):
+        assert (a.get("samples"), a.get("trained")) == (b.get("samples"), b.get("trained"))
+        for key in a:
+            if key.startswith(("rae/", "eval/kuhn")) or key in ("loss", "grad_norm", "kl"):
+                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    wa, wb = weights(single / "checkpoints" / "step_000002"), weights(sharded / "checkpoints" / "step_000002")
+    diffs = torch.cat([(wa[k] - wb[k]).abs().flatten() for k in wa])
+    assert diffs.max() < 5e-5 and (diffs > 1e-6).float().mean() < 0.01
+    config = json.loads((sharded / "checkpoints" / "step_000002" / "config.json").read_text())
+    assert config["architectures"] == ["Qwen3ForCausalLM"]  # loadable by vLLM, not "FSDPQwen3..."
+
+    import shutil
+
+    shutil.rmtree(sharded / "checkpoints" / "step_000002")
+    torchrun([*flags, "--fsdp", "--resume"], sharded)
+    wc = weights(sharded / "checkpoints" / "step_000002")
+    assert all(torch.equal(wb[k], wc[k]) for k in wb)
 
 
 @pytest.mark.parametrize("flags", [{"opponent": "random"}, {"rae": False}])

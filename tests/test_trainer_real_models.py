@@ -202,5 +202,5 @@ def test_checkpoint_state_is_loaded_without_running_pickled_code(tmp_path, capsy
     optimizer = torch.optim.AdamW(model.parameters())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
     with pytest.raises(pickle.UnpicklingError):
-        checkpoint.load_state(bad, optimizer, scheduler, RAE(), {}, np.random.default_rng(0))
+        checkpoint.load_state(bad, optimizer.load_state_dict, scheduler, RAE(), {}, np.random.default_rng(0))
     assert "pickled code ran" not in capsys.readouterr().out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +25,25 @@ def save(
     step: int,
     model,
     tokenizer,
-    optimizer,
+    optimizer_state: dict,
     scheduler,
     rae,
     shard_rng_states: dict[int, dict],
     learner_rng: np.random.Generator,
     extra: dict,
+    model_state: dict | None = None,
 ) -> Path:
+    """``model_state``: the full weights when the model itself holds only a shard (FSDP)."""
     final = directory / f"step_{step:06d}"
     tmp = directory / f".tmp_step_{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
+    model.save_pretrained(tmp, state_dict=model_state)
     tokenizer.save_pretrained(tmp)
     torch.save(
         {
             "step": step,
-            "optimizer": optimizer.state_dict(),
+            "optimizer": optimizer_state,
             "scheduler": scheduler.state_dict(),
             "rae": rae.state_dict(),
             "shard_rngs": shard_rng_states,
@@ -70,10 +73,16 @@ def latest(directory: Path) -> Path | None:
 
 
 def load_state(
-    path: Path, optimizer, scheduler, rae, shard_rngs: dict[int, np.random.Generator], learner_rng: np.random.Generator
+    path: Path,
+    load_optimizer: Callable[[dict], None],
+    scheduler,
+    rae,
+    shard_rngs: dict[int, np.random.Generator],
+    learner_rng: np.random.Generator,
 ) -> dict[str, Any]:
+    """Restore everything but the weights; ``load_optimizer`` receives the saved optimizer state."""
     state = torch.load(path / STATE_FILE, weights_only=True)  # plain tensors and containers: no pickled code runs
-    optimizer.load_state_dict(state["optimizer"])
+    load_optimizer(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     rae.load_state_dict(state["rae"])
     if set(shard_rngs) - set(state["shard_rngs"]):

@@ -39,6 +39,10 @@ class TrainConfig:
     """bf16 compute (autocast) for every forward pass, on any device; parameters, gradients and
     AdamW state stay fp32 (an lr-1e-6 step is below bf16's resolution for most weights)."""
     gradient_checkpointing: bool = False
+    fsdp: bool = False
+    """Shard weights, gradients and optimizer state over the torchrun ranks (FSDP2 ``fully_shard``;
+    bf16 mixed precision on GPU). The warm start runs before sharding; the KL reference and the hf
+    engine keep a full copy on each rank."""
     lora_rank: int = 0
     """> 0 trains a LoRA adapter through peft instead of all weights."""
     lora_alpha: int = 64

@@ -15,6 +15,7 @@ CPU tensors and ``all_gather_object`` under NCCL stages its bytes on the current
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -97,3 +98,59 @@ class Distributed:
         if self.world > 1 and dist.is_initialized():
             dist.barrier()  # nobody tears the group down while another rank still uses it
             dist.destroy_process_group()
+
+
+def shard(model, device: torch.device, bf16: bool) -> None:
+    """FSDP2: every decoder layer, then the rest, fully sharded over the ranks (parameters,
+    gradients and optimizer state). On GPU with ``bf16`` the layers compute in bf16 and reduce
+    gradients in fp32 over fp32 sharded master weights."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    if bf16 and device.type == "cuda":
+        precision = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    else:
+        precision = MixedPrecisionPolicy()
+    layers = getattr(model.get_decoder(), "layers", None)
+    if layers is None:
+        raise ValueError(f"--fsdp needs a decoder with a .layers list; {type(model).__name__} has none")
+    for layer in layers:
+        fully_shard(layer, mp_policy=precision)
+    fully_shard(model, mp_policy=precision)
+
+
+def is_sharded(model) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def full_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
+    """The model's whole weights as (name, plain tensor), one at a time so at most one gathered
+    copy exists at once; under FSDP each is all-gathered, so every rank must iterate in step."""
+    from torch.distributed.tensor import DTensor
+
+    for name, t in model.state_dict().items():
+        yield name, (t.full_tensor() if isinstance(t, DTensor) else t).detach()
+
+
+def gather_states(model, optimizer) -> tuple[dict | None, dict]:
+    """(full weights or None when the model holds them itself, full optimizer state) for a
+    checkpoint; under FSDP a collective that leaves the full states on rank 0 (CPU)."""
+    if not is_sharded(model):
+        return None, optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizer, options=options)
+
+
+def optimizer_loader(model, optimizer):
+    """How a saved (full) optimizer state goes back in: directly, or scattered to the shards."""
+    if not is_sharded(model):
+        return optimizer.load_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    def load(state: dict) -> None:
+        set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+
+    return load

@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.distributed.tensor import DTensor
 
 from spiral_arena.agents import make_agent
 from spiral_arena.agents.prompting import stop_token_ids
 from trainers import checkpoint
 from trainers.config import TrainConfig
-from trainers.distributed import Distributed, select_device
+from trainers.distributed import Distributed, gather_states, is_sharded, optimizer_loader, select_device, shard
 from trainers.evaluate import eval_games, kuhn_metrics, play_against
 from trainers.logprobs import pack, response_logprobs
 from trainers.losses import kl_to_reference, policy_loss
@@ -39,10 +40,15 @@ logger = logging.getLogger(__name__)
 
 
 def train(config: TrainConfig, progress: bool = True) -> Path:
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # its per-file bars would interleave with ours
     device = select_device(config.device)
     ddp = Distributed(device)
     if config.rollout_shards % ddp.world:
         raise ValueError(f"rollout_shards ({config.rollout_shards}) must be a multiple of the {ddp.world} ranks")
+    if config.fsdp and (ddp.world == 1 or config.lora_rank > 0):
+        raise ValueError("fsdp shards a full model over torchrun ranks: run it under torchrun, without lora_rank")
     run_dir = Path(ddp.gather(config.output_dir or f"runs/{datetime.now():%Y%m%d-%H%M%S}")[0])
     if ddp.main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -108,6 +114,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     # The engine was built from the weights on disk; the first rollout must sample from the
     # policy the learner trains (after the warm start), or step 1 is silently off-policy.
     engine.load_weights(model)
+    if config.fsdp:  # from here on each rank holds a shard; the engine keeps its own full copy
+        shard(model, device, config.bf16)
 
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), weight_decay=config.weight_decay
@@ -116,7 +124,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     rae = RAE(config.rae_decay)
     start = 0
     if previous is not None:
-        start = checkpoint.load_state(previous, optimizer, scheduler, rae, shard_rngs, learner_rng)["step"]
+        start = checkpoint.load_state(
+            previous, optimizer_loader(model, optimizer), scheduler, rae, shard_rngs, learner_rng
+        )["step"]
 
     started = time.monotonic()
     bar = progress_bar(config, start, progress and ddp.main)
@@ -189,25 +199,29 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         out_of_time = config.time_limit_s > 0 and metrics["time_s"] >= config.time_limit_s
         out_of_time = bool(ddp.sum([float(out_of_time)])[0])  # all ranks stop at the same step
         last = step == config.steps or out_of_time
-        if ddp.main and (step % config.eval_every == 0 or last):
-            with autocast(config, device):
-                metrics.update(evaluate(model, policy, config, specs))
-            log.transcripts(step, turns)
+        if (step % config.eval_every == 0 or last) and (ddp.main or config.fsdp):
+            with autocast(config, device):  # under FSDP every rank joins the scoring forward passes
+                scores = evaluate(model, policy, config, specs, play=ddp.main)
+            if ddp.main:
+                metrics.update(scores)
+                log.transcripts(step, turns)
         log.write(metrics)
         if step % config.save_every == 0 or last:
             states = ddp.gather({s: shard_rngs[s].bit_generator.state for s in shards})
+            model_state, optimizer_state = gather_states(model, optimizer)
             if ddp.main:
                 checkpoint.save(
                     run_dir / "checkpoints",
                     step,
                     model,
                     tokenizer,
-                    optimizer,
+                    optimizer_state,
                     scheduler,
                     rae,
                     {s: st for part in states for s, st in part.items()},
                     learner_rng,
                     {"config": asdict(config), "base_model": base_model_path(config, run_dir)},
+                    model_state,
                 )
         ddp.barrier()
         bar.update(metrics)
@@ -249,6 +263,11 @@ def update(
     by_tokens = config.aggregation == "token_mean"
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     batches = [turns[i : i + config.micro_batch] for i in range(0, len(turns), config.micro_batch)]
+    sharded, placeholder = is_sharded(model), None
+    if sharded:  # every forward/backward is a collective: all ranks run as many micro-batches
+        most = int(ddp.max([len(batches)])[0])
+        placeholder = Turn("", 0, "", [pad], [pad], [0.0], "", True)  # weight 0: joins, adds nothing
+        batches += [[placeholder]] * (most - len(batches))
 
     def forward(net, batch, grad: bool):
         ids, attention, positions, mask = pack(
@@ -261,16 +280,20 @@ def update(
     old = [forward(model, b, False)[0] for b in batches] if config.loss == "ppo" else [None] * len(batches)
     ref = [forward(reference, b, False)[0] for b in batches] if reference is not None else None
     totals: dict[str, float] = defaultdict(float)
-    gap_sum = gap_max = 0.0
+    gap_sum = gap_max = gap_tokens = 0.0
     model.train()
     for epoch in range(config.epochs):
         optimizer.zero_grad(set_to_none=True)
         for i in rng.permutation(len(batches)):
             batch = batches[i]
             logp, mask = forward(model, batch, True)
+            if batch[0] is placeholder:
+                (logp.sum() * 0.0).backward()
+                continue
             if epoch == 0:
-                gap = (logp.detach() - generation_logprobs(batch, mask)).abs() * mask
-                gap_sum += float(gap.sum())
+                engine_logp, known = generation_logprobs(batch, mask)
+                gap = (logp.detach() - engine_logp).abs() * known
+                gap_sum, gap_tokens = gap_sum + float(gap.sum()), gap_tokens + float(known.sum())
                 gap_max = max(gap_max, float(gap.max()))
             advantages = torch.tensor([t.advantage for t in batch], device=device)
             loss, info = policy_loss(
@@ -280,19 +303,25 @@ def update(
             objective = loss + config.kl_coef * kl if kl is not None else loss
             # this micro-batch's part of the whole batch (over all ranks): by turns, or by tokens for token_mean
             share = sum(len(t.response_ids) for t in batch) / total[1] if by_tokens else len(batch) / total[0]
-            (objective * share).backward()
+            # FSDP averages gradients over ranks; scaling by the rank count makes that the sum
+            (objective * share * (ddp.world if sharded else 1)).backward()
             totals["loss"] += loss.item() * share / config.epochs
             totals["clip_fraction"] += info["clip_fraction"] * share / config.epochs
             if kl is not None:
                 totals["kl"] += kl.item() * share / config.epochs
-        ddp.sum_gradients(model)
+        if not sharded:
+            ddp.sum_gradients(model)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        if isinstance(grad_norm, DTensor):
+            grad_norm = grad_norm.full_tensor()
         totals["grad_norm"] += float(grad_norm) / config.epochs
         optimizer.step()
     keys = ("loss", "clip_fraction", "kl")
-    summed = ddp.sum([totals[k] for k in keys] + [gap_sum])
+    summed = ddp.sum([totals[k] for k in keys] + [gap_sum, gap_tokens])
     stats = {**dict(zip(keys, summed[:3], strict=True)), "grad_norm": totals["grad_norm"]}
-    stats["logprob_gap/mean"] = summed[3] / total[1]
+    if summed[4] == 0:  # no turn carried engine log-probs
+        return stats
+    stats["logprob_gap/mean"] = summed[3] / summed[4]
     stats["logprob_gap/max"] = ddp.max([gap_max])[0]
     if stats["logprob_gap/mean"] > config.logprob_gap_warn:
         logger.warning(
@@ -305,12 +334,14 @@ def update(
     return stats
 
 
-def generation_logprobs(batch: list[Turn], mask: torch.Tensor) -> torch.Tensor:
-    """The engine's per-token log-probs of ``batch`` laid out like ``mask`` ([batch, R], 0 past the end)."""
-    out = torch.zeros_like(mask)
+def generation_logprobs(batch: list[Turn], mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The engine's per-token log-probs of ``batch`` laid out like ``mask`` ([batch, R]), and where
+    they are known (turns from elsewhere, e.g. replayed transcripts, carry none)."""
+    values, known = torch.zeros_like(mask), torch.zeros_like(mask)
     for row, turn in enumerate(batch):
-        out[row, : len(turn.logprobs)] = torch.tensor(turn.logprobs, dtype=out.dtype)
-    return out
+        values[row, : len(turn.logprobs)] = torch.tensor(turn.logprobs, dtype=values.dtype)
+        known[row, : len(turn.logprobs)] = 1.0
+    return values, known * mask
 
 
 def autocast(config: TrainConfig, device: torch.device):
@@ -323,24 +354,26 @@ def autocast(config: TrainConfig, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16)
 
 
-def evaluate(model, policy: Policy, config: TrainConfig, specs) -> dict[str, float]:
-    """Fixed-seed matches on the training and out-of-domain games (or ``eval_env_ids``), and Kuhn
-    exploitability when Kuhn is trained."""
+def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = True) -> dict[str, float]:
+    """Fixed-seed matches on the training and out-of-domain games (or ``eval_env_ids``; skipped
+    when not ``play``), and Kuhn exploitability when Kuhn is trained."""
     games = eval_games(specs, config.eval_env_ids)
     opponents = [o for o in config.eval_opponents.split(",") if o]
     model.eval()
-    metrics = play_against(
-        policy,
-        games,
-        opponents,
-        config.eval_games,
-        seed=12345,
-        max_new_tokens=config.max_new_tokens,
-        temperature=config.eval_temperature,
-        top_p=config.top_p,
-        max_game_actions=config.max_game_actions,
-        obs_format=config.obs_format,
-    )
+    metrics = {}
+    if play:
+        metrics = play_against(
+            policy,
+            games,
+            opponents,
+            config.eval_games,
+            seed=12345,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.eval_temperature,
+            top_p=config.top_p,
+            max_game_actions=config.max_game_actions,
+            obs_format=config.obs_format,
+        )
     if any(s.env_id == "KuhnPoker-v0" for s in specs):
         metrics.update(kuhn_metrics(model, policy, config.obs_format))
     model.train()
@@ -453,7 +486,8 @@ def make_engine(config: TrainConfig, model, tokenizer, model_path, stop_ids: lis
     if config.backend == "hf":
         from trainers.engines.hf import HFEngine
 
-        return HFEngine(model, stop_ids, tokenizer.pad_token_id)
+        # under FSDP the learner holds only a shard: the engine samples from a full copy
+        return HFEngine(copy.deepcopy(model) if config.fsdp else model, stop_ids, tokenizer.pad_token_id)
     if config.backend == "vllm":
         from trainers.engines.vllm import VLLMEngine
 
