@@ -10,13 +10,13 @@ from spiral_arena.core.env import TextGameEnv
 class TextArenaCompat:
     """``reset / get_observation / step / close`` as in TextArena, so such loops run unchanged::
 
-    env = TextArenaCompat(spiral_arena.make("KuhnPoker-v0"))
-    env.reset(num_players=2, seed=0)
-    done = False
-    while not done:
-        player_id, observation = env.get_observation()
-        done, info = env.step(agents[player_id](observation))
-    rewards = env.close()  # {0: r0, 1: r1}
+        env = TextArenaCompat(spiral_arena.make("KuhnPoker-v0"))
+        env.reset(num_players=2, seed=0)
+        done = False
+        while not done:
+            player_id, observation = env.get_observation()
+            done, info = env.step(agents[player_id](observation))
+        rewards = env.close()  # {0: r0, 1: r1}
     """
 
     def __init__(self, env: TextGameEnv) -> None:
