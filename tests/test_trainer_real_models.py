@@ -184,6 +184,12 @@ def test_lora_resume_continues_with_the_same_adapter(tmp_path):
     # and training really moved the adapter between the two checkpoints
     c = adapter(straight / "checkpoints" / "step_000002")
     assert any(not torch.equal(a[k], c[k]) for k in a)
+    # a LoRA checkpoint plays as hf:PATH: its base with the adapter merged in
+    from spiral_arena.agents import make_agent
+    from spiral_arena.agents.hf import HFAgent
+
+    agent = make_agent(f"hf:{straight / 'checkpoints' / 'step_000004'}", max_new_tokens=8)
+    assert isinstance(agent, HFAgent) and len(agent.kuhn_policy()) == 12
     with pytest.raises(ValueError, match="holds a LoRA adapter, but lora_rank is 0"):
         train(TrainConfig.build({**SMALL, "output_dir": str(resumed), "resume": True, "lora_rank": 0}))
 

@@ -40,14 +40,23 @@ class HFAgent(BaseAgent):
         self.torch = torch
         self.spec = f"hf:{path}"
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        settings_file = Path(path) / SETTINGS_FILE
+        settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path)
             dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
+            if (Path(path) / "adapter_config.json").exists():  # a LoRA checkpoint: its base plus the adapter
+                from peft import PeftModel
+
+                base = AutoModelForCausalLM.from_pretrained(
+                    settings.get("base_model") or _adapter_base(path), dtype=dtype
+                )
+                self.model = PeftModel.from_pretrained(base, path).merge_and_unload()
+            else:
+                self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+            self.model = self.model.to(self.device).eval()
         except OSError as error:
             raise ValueError(f"hf:{path} is not a transformers model directory: {error}") from error
-        settings_file = Path(path) / SETTINGS_FILE
-        settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
         self.prompt_template = settings.get("prompt_template", "spiral")
         self.obs_format = settings.get("obs_format", "")
         self.tokenizer.padding_side = "left"
@@ -115,3 +124,8 @@ class HFAgent(BaseAgent):
             )
         new_tokens = out[:, batch["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+
+
+def _adapter_base(path: str) -> str:
+    """The base model a peft adapter directory names."""
+    return json.loads((Path(path) / "adapter_config.json").read_text())["base_model_name_or_path"]
