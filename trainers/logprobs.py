@@ -1,14 +1,23 @@
 """Per-token log-probs of responses given prompts, the one forward pass learner and SFT share.
 
 Rows are laid out as ``[left padding | prompt | response | right padding]`` so every response
-occupies the same last columns; the model then computes logits for those columns only
-(``logits_to_keep``), which skips the vocabulary projection over the prompt: most of the cost
-for a small model.
+occupies the same last columns. The decoder runs once; only the response columns' hidden states
+then go through the vocabulary projection, which skips it over the prompt (most of the cost for a
+small model). The projection runs a chunk of tokens at a time, recomputed in backward, because
+memory for whole fp32 logits grows with the vocabulary: [batch, response, vocab] is about 20 GB
+per copy at micro-batch 8, 4,096 response tokens and Qwen's 152k vocabulary, and a softmax and its
+backward hold several copies. Chunked, that part stays a few [chunk, vocab] tensors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from types import MethodType
+
 import torch
+from torch.distributed.fsdp import FSDPModule, register_fsdp_forward_method
+from torch.utils.checkpoint import checkpoint
 
 
 def pack(prompts: list[list[int]], responses: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, ...]:
@@ -34,20 +43,64 @@ def response_logprobs(
     positions: torch.Tensor,
     response_mask: torch.Tensor,
     temperature: float = 1.0,
+    chunk_size: int | None = 1024,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log pi(response token | everything before it), [batch, R], and the response mask.
 
     Logits are divided by the sampling temperature, so the numbers describe the distribution
-    the tokens were actually drawn from (as SPIRAL's learner does).
+    the tokens were actually drawn from (as SPIRAL's learner does). ``chunk_size`` response
+    tokens go through the head at a time; 0 or None puts them all in one chunk.
     """
+    compute = fsdp_method(model) if isinstance(model, FSDPModule) else partial(token_logprobs, model)
     r_width = response_mask.shape[1]
-    logits = (
-        model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=r_width + 1)
-        .logits[:, :-1, :]
-        .float()
-    )
-    if temperature > 0 and temperature != 1.0:
-        logits = logits / temperature
-    targets = ids[:, -r_width:]
-    logp = torch.log_softmax(logits, dim=-1).gather(2, targets.unsqueeze(2)).squeeze(2)
-    return logp, response_mask
+    flat = compute(ids, attention, positions, r_width, temperature, chunk_size)
+    return flat.view(ids.shape[0], r_width), response_mask
+
+
+def fsdp_method(model) -> Callable[..., torch.Tensor]:
+    """``token_logprobs`` as a forward method of a fully_shard-ed model: FSDP2 gathers the root's own
+    parameters (embeddings, final norm, head) only around the forward methods it knows of."""
+    if not hasattr(model, "response_token_logprobs"):
+        model.response_token_logprobs = MethodType(token_logprobs, model)
+        register_fsdp_forward_method(model, "response_token_logprobs")
+    return model.response_token_logprobs
+
+
+def token_logprobs(
+    model,
+    ids: torch.Tensor,
+    attention: torch.Tensor,
+    positions: torch.Tensor,
+    r_width: int,
+    temperature: float,
+    chunk_size: int | None,
+) -> torch.Tensor:
+    """[batch * R] log-probs: the decoder once over every column, then the head and log-softmax a
+    chunk of response tokens at a time (flat, as FSDP warns about a view for an output)."""
+    width = ids.shape[1]
+    hidden = model.get_decoder()(
+        input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=False
+    ).last_hidden_state
+    # column t's hidden state predicts token t + 1, so the R columns before each response token
+    response_hidden = hidden[:, width - r_width - 1 : width - 1, :].reshape(-1, hidden.shape[-1])
+    targets = ids[:, width - r_width :].reshape(-1)
+    head = model.get_output_embeddings()
+    softcap = getattr(model.config, "final_logit_softcapping", None)
+    divide = temperature > 0 and temperature != 1.0
+
+    def chunk_logprobs(chunk_hidden: torch.Tensor, chunk_targets: torch.Tensor) -> torch.Tensor:
+        logits = head(chunk_hidden).float()
+        if softcap is not None:  # as transformers' Gemma heads do, before any sampling temperature
+            logits = torch.tanh(logits / softcap) * softcap
+        if divide:
+            logits = logits / temperature
+        return logits.gather(1, chunk_targets.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
+
+    step = chunk_size or max(1, targets.numel())
+    # backward would otherwise keep every chunk's [chunk, vocab] logits alive; recomputing costs the head's forward
+    recompute = torch.is_grad_enabled() and targets.numel() > step
+    pieces = [
+        checkpoint(chunk_logprobs, h, t, use_reentrant=False) if recompute else chunk_logprobs(h, t)
+        for h, t in zip(torch.split(response_hidden, step), torch.split(targets, step), strict=True)
+    ]
+    return torch.cat(pieces)
