@@ -21,6 +21,14 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         "exploitability.png": ("Kuhn single-hand exploitability", lambda k: k == "eval/kuhn_exploitability"),
         "response_length.png": ("Mean response length (tokens)", lambda k: k == "response_tokens_mean"),
         "loss.png": ("Policy loss and KL", lambda k: k in ("loss", "kl")),
+        "logprob_gap.png": (
+            "On-policy check: |engine log-prob - learner log-prob| per token",
+            lambda k: k.startswith("logprob_gap/"),
+        ),
+        "reasoning.png": (
+            "Reasoning benchmarks, fixed subset (accuracy)",
+            lambda k: k.startswith("reasoning/") and k.endswith("/accuracy"),
+        ),
     }
     written = []
     for name, (title, wanted) in panels.items():
@@ -36,7 +44,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
                 [p[1] for p in points],
                 marker="o" if len(points) < 30 else None,
                 color=colors[i % len(colors)],
-                label=key.removeprefix("eval/").removeprefix("train/"),
+                label=key.removeprefix("eval/").removeprefix("train/").removeprefix("reasoning/"),
             )
         ax.set_title(title)
         ax.set_xlabel("policy step")
