@@ -74,7 +74,14 @@ def test_run_directory_has_everything(finished_run):
     transcript = [json.loads(line) for line in (run / "transcripts.jsonl").read_text().splitlines()]
     assert {t["step"] for t in transcript} == {2, 4}
     assert set(transcript[0]) >= {"prompt", "response", "action", "reward", "advantage", "role", "game"}
-    for name in ("win_rates.png", "exploitability.png", "response_length.png", "invalid_rate.png", "loss.png"):
+    for name in (
+        "win_rates.png",
+        "exploitability.png",
+        "response_length.png",
+        "invalid_rate.png",
+        "loss.png",
+        "logprob_gap.png",
+    ):
         assert (run / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     checkpoints = sorted((run / "checkpoints").glob("step_*"))
     assert [c.name for c in checkpoints] == ["step_000002", "step_000004"]
