@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import spiral_arena
+
 
 def cmd_envs(args: argparse.Namespace) -> int:
     from spiral_arena.registry import REGISTRY
@@ -80,10 +82,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.config import from_arguments
+    from trainers.config import ConfigError, from_arguments
+
+    try:
+        config = from_arguments(args)  # the whole config is checked before anything is built or written
+    except ConfigError as error:
+        print(f"spiral-arena train: error: {error}", file=sys.stderr)
+        return 2
     from trainers.loop import train
 
-    run_dir = train(from_arguments(args))
+    run_dir = train(config)
     print(f"run written to {run_dir}")
     return 0
 
@@ -116,10 +124,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return leaderboard_main(args)
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from evals.cli import main as eval_main
+
+    return eval_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spiral-arena", description="Two-player text games for training and evaluating LLMs by self-play."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {spiral_arena.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("envs", help="list the games")
@@ -172,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_leaderboard_arguments(p)
     p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("eval", help="reasoning benchmarks (MATH500, AIME, GPQA, ...): run, regrade or compare runs")
+    from evals.cli import add_arguments as add_eval_arguments
+
+    add_eval_arguments(p)
+    p.set_defaults(func=cmd_eval)
     return parser
 
 

@@ -2,23 +2,62 @@
 
 from __future__ import annotations
 
+import importlib
+
 import gymnasium
+import numpy as np
+import pettingzoo.test
 import pytest
 from conftest import play_random_game
 from gymnasium.utils.env_checker import check_env
-from pettingzoo.test import parallel_api_test, render_test, seed_test
+from pettingzoo.test import render_test
 from pettingzoo.utils.conversions import turn_based_aec_to_parallel
 
 import spiral_arena
 from spiral_arena.agents import RandomAgent
+from spiral_arena.core.env import OUTCOME_REASONS, TextGameEnv
+from spiral_arena.games.tictactoe import TicTacToe
+from spiral_arena.testing import _text_observations_accepted, api_test, parallel_api_test, seed_test
 from spiral_arena.wrappers import TextArenaCompat
 
 ENV_IDS = spiral_arena.list_envs()
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_pettingzoo_api_test(env_id, text_space_api_test):
-    text_space_api_test(spiral_arena.make(env_id), num_cycles=200)
+def test_pettingzoo_api_test(env_id):
+    api_test(spiral_arena.make(env_id), num_cycles=200)
+
+
+def test_unadjusted_pettingzoo_api_test_fails_on_text_observations_and_the_adjustment_is_undone():
+    """The adjustment in spiral_arena.testing is needed (PettingZoo's own test fails on a Text space),
+    and it holds only during our call, also when that call fails."""
+    module = importlib.import_module("pettingzoo.test.api_test")
+    original = module._test_observation_space_compatibility
+    with pytest.raises(AttributeError, match="'str' object has no attribute 'dtype'"):
+        pettingzoo.test.api_test(spiral_arena.make("TicTacToe-v0"), num_cycles=10)
+    api_test(spiral_arena.make("TicTacToe-v0"), num_cycles=10)
+    assert module._test_observation_space_compatibility is original
+
+    class Broken(TextGameEnv):
+        def observe(self, agent):
+            return 7
+
+    with pytest.raises(AssertionError, match="observation"):  # a failing check still undoes the adjustment
+        api_test(Broken(TicTacToe(), "TicTacToe-v0"), num_cycles=10)
+    assert module._test_observation_space_compatibility is original
+
+
+def test_the_adjustment_accepts_only_str_for_text_and_leaves_other_spaces_alone():
+    module = importlib.import_module("pettingzoo.test.api_test")
+    text, box = gymnasium.spaces.Text(10), gymnasium.spaces.Box(0, 1, (2,), dtype=np.float32)
+    with _text_observations_accepted():
+        check = module._test_observation_space_compatibility
+        check(text, "abc", [])
+        with pytest.raises(AssertionError, match="int"):
+            check(text, 7, [])
+        check(box, np.zeros(2, dtype=np.float32), [])
+        with pytest.raises(AssertionError, match="dtype"):
+            check(box, np.zeros(2, dtype=np.float64), [])
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
@@ -138,3 +177,73 @@ def test_textarena_style_loop(env_id):
         env.step("[0]")
     with pytest.raises(ValueError, match="player"):
         env.reset(num_players=n + 1)
+
+
+# ---- outcome ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_every_ended_game_states_its_outcome_in_every_info(env_id):
+    env = spiral_arena.make(env_id)
+    agents = [RandomAgent(seed=i) for i in range(len(env.possible_agents))]
+    winners = set()
+    for seed in range(20):
+        env.reset(seed=seed)
+        while not all(env.terminations.values()):
+            assert all("outcome" not in info for info in env.infos.values())  # only once the game is over
+            agent = env.agent_selection
+            env.step(agents[env.possible_agents.index(agent)].act(env.observe(agent), env.infos[agent]))
+        outcomes = [env.infos[a]["outcome"] for a in env.possible_agents]
+        assert all(o == outcomes[0] and set(o) == {"winner", "reason"} for o in outcomes)
+        returns = env.returns
+        if len(returns) == 2:
+            expected = None if returns[0] == returns[1] else env.possible_agents[returns.index(max(returns))]
+            assert outcomes[0] == {"winner": expected, "reason": "normal"}, (seed, returns)
+        else:
+            assert outcomes[0]["reason"] == "normal"
+        assert outcomes[0]["reason"] in OUTCOME_REASONS
+        winners.add(outcomes[0]["winner"])
+    if len(env.possible_agents) == 2:
+        assert {"player_0", "player_1"} <= winners  # both seats won some game: the winner is not fixed
+
+
+@pytest.mark.parametrize(("question", "winner"), [("Is it a cat?", "questioner"), ("Is it alive?", None)])
+def test_twenty_questions_winner_is_the_questioner_only_when_it_finds_the_secret(question, winner):
+    env = spiral_arena.make("TwentyQuestions-v0", secret="cat", max_questions=1)
+    env.reset(seed=0)
+    env.step(f"\\boxed{{{question}}}")
+    assert env.terminations["questioner"]
+    assert env.infos["questioner"]["outcome"] == {"winner": winner, "reason": "normal"}
+
+
+def test_a_won_twenty_questions_game_with_a_negative_return_still_names_the_questioner():
+    env = spiral_arena.make("TwentyQuestions-v0", secret="cat", max_questions=5)
+    env.reset(seed=0)
+    env.step("not a question")  # invalid question: -5, and the game goes on
+    env.step("\\boxed{Is it a cat?}")
+    assert env.returns[0] < 0
+    assert env.infos["questioner"]["outcome"] == {"winner": "questioner", "reason": "normal"}
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_truncate_stops_the_game_without_a_result(env_id):
+    env = spiral_arena.make(env_id)
+    env.reset(seed=4)
+    agent = env.agent_selection
+    env.step(RandomAgent(0).act(env.observe(agent), env.infos[agent]))
+    if all(env.terminations.values()):
+        pytest.skip("this seed ended the game in one move")
+    returns = env.returns
+    env.truncate()
+    assert all(env.truncations.values()) and not any(env.terminations.values())
+    assert env.rewards == dict.fromkeys(env.possible_agents, 0.0)
+    assert env.returns == returns
+    for a in env.possible_agents:
+        assert env.infos[a]["outcome"] == {"winner": None, "reason": "truncation"}
+        assert "truncated" in env.observe(a)
+    with pytest.raises(RuntimeError, match="already over"):
+        env.truncate()
+    for _ in env.agent_iter():
+        assert env.last()[3]
+        env.step(None)
+    assert env.agents == []

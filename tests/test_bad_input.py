@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 from test_actions import rules_snapshot
 
 import spiral_arena
 from spiral_arena.agents import RandomAgent, make_agent
+from spiral_arena.core.env import ResetNeededError
 
 ENV_IDS = spiral_arena.list_envs()
 
@@ -50,6 +52,92 @@ def play_out(env) -> None:
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+def test_everything_that_reads_the_game_before_reset_says_call_reset(env_id):
+    env = spiral_arena.make(env_id, render_mode="ansi")
+    agent = env.possible_agents[0]
+    calls = {
+        "step": lambda: env.step("[0]"),
+        "observe": lambda: env.observe(agent),
+        "last": env.last,
+        "agent_iter": env.agent_iter,
+        "render": env.render,
+        "check_action": lambda: env.check_action("[0]"),
+        "truncate": env.truncate,
+        "returns": lambda: env.returns,
+        "agents": lambda: env.agents,
+        "num_agents": lambda: env.num_agents,
+        "agent_selection": lambda: env.agent_selection,
+        "rewards": lambda: env.rewards,
+        "infos": lambda: env.infos,
+        "terminations": lambda: env.terminations,
+    }
+    assert issubclass(ResetNeededError, RuntimeError)
+    for name, call in calls.items():
+        with pytest.raises(ResetNeededError, match=rf"{env_id}: call reset\(\) before (reading )?{name}"):
+            call()
+    assert not hasattr(env, "agents")  # still an AttributeError too, as PettingZoo's tools expect
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        env.no_such_thing  # noqa: B018  (other missing attributes keep Python's own error)
+    env.reset(seed=0)
+    assert env.agents == env.possible_agents and env.check_action(legal_answer(env)) is None
+
+
+def test_snakes_parallel_view_says_call_reset_before_step():
+    par_env = spiral_arena.make_parallel("Snake-v0")
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before step"):
+        par_env.step({a: "[up]" for a in par_env.possible_agents})
+
+
+# ---- seeds --------------------------------------------------------------------------------
+
+BAD_SEEDS = [
+    ("7", TypeError),
+    (1.5, TypeError),
+    (7.0, TypeError),
+    (True, TypeError),
+    (np.float64(3), TypeError),
+    ([1, 2], TypeError),
+    (-1, ValueError),
+    (2**64, ValueError),
+    (np.int64(-3), ValueError),
+]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.parametrize(("seed", "error"), BAD_SEEDS, ids=repr)
+def test_one_seed_rule_for_every_game(env_id, seed, error):
+    env = spiral_arena.make(env_id)
+    env.reset(seed=3)
+    before = snapshot(env)
+    with pytest.raises(error, match=r"seed must be None or an integer in \[0, 2\*\*64\)") as caught:
+        env.reset(seed=seed)
+    shown = str(int(seed)) if isinstance(seed, np.integer) else repr(seed)
+    assert shown in str(caught.value)
+    assert snapshot(env) == before  # a refused seed changes nothing
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_numpy_integer_seeds_and_the_largest_seed_are_accepted(env_id):
+    def opening(seed):
+        env = spiral_arena.make(env_id)
+        env.reset(seed=seed)
+        return {a: env.observe(a) for a in env.possible_agents}, env.infos
+
+    assert opening(np.int64(5)) == opening(np.uint8(5)) == opening(5)
+    opening(2**64 - 1)
+    opening(np.uint64(2**64 - 1))
+
+
+def test_seeds_are_no_longer_cut_to_64_bits():
+    """-1 used to play the same game as 2**64 - 1 (seeds were cut to 64 bits); now both ends are refused."""
+    env = spiral_arena.make("KuhnPoker-v0")
+    with pytest.raises(ValueError, match="-1"):
+        env.reset(seed=-1)
+    with pytest.raises(ValueError, match=str(2**64 + 5)):
+        env.reset(seed=2**64 + 5)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
 def test_step_after_everyone_stepped_out_names_reset(env_id):
     env = spiral_arena.make(env_id)
     env.reset(seed=1)
@@ -77,6 +165,42 @@ def test_a_finished_agent_may_only_pass_none(env_id):
     assert snapshot(env) == before
     env.step(None)
     assert agent not in env.agents
+
+
+# ---- invalid moves end the game with an outcome -------------------------------------------
+
+GARBAGE = ("[zzz]", "[Offer: 50 Wood -> 1 Gold]")  # the second is a malformed negotiation offer
+
+
+@pytest.mark.parametrize("env_id", [e for e in ENV_IDS if e != "TwentyQuestions-v0"])  # no invalid moves there
+def test_an_invalid_move_names_the_other_player_winner_in_every_info(env_id):
+    env = spiral_arena.make(env_id)
+    agents = [RandomAgent(seed=i) for i in range(len(env.possible_agents))]
+    env.reset(seed=6)
+    while not all(env.terminations.values()):
+        offender = env.agent_selection
+        bad = next((g for g in GARBAGE if env.check_action(g) is not None), None)
+        if bad is not None:
+            break
+        env.step(agents[env.possible_agents.index(offender)].act(env.observe(offender), env.infos[offender]))
+    else:
+        pytest.fail(f"no garbage answer in {GARBAGE} was ever invalid in {env_id}")
+    env.step(bad)
+    other = next(a for a in env.possible_agents if a != offender)
+    for a in env.possible_agents:
+        assert env.infos[a]["outcome"] == {"winner": other, "reason": "invalid_move"}
+    assert env.infos[offender]["offender"] == offender
+
+
+def test_two_snake_offenders_at_once_draw_with_reason_invalid_move():
+    par_env = spiral_arena.make_parallel("Snake-v0")
+    par_env.reset(seed=0)
+    _, rewards, terms, _, infos = par_env.step({"player_0": "[jump]", "player_1": "[fly]"})
+    assert all(terms.values()) and rewards == {"player_0": 0.0, "player_1": 0.0}
+    assert all(info["outcome"] == {"winner": None, "reason": "invalid_move"} for info in infos.values())
+    par_env.reset(seed=0)
+    infos = par_env.step({"player_0": "[up]", "player_1": "[fly]"})[4]
+    assert all(info["outcome"] == {"winner": "player_0", "reason": "invalid_move"} for info in infos.values())
 
 
 # ---- wrong action types -------------------------------------------------------------------

@@ -1,4 +1,23 @@
-"""TextGameEnv: one game's rules + its text + the action parser, as a PettingZoo AEC env."""
+"""TextGameEnv: one game's rules + its text + the action parser, as a PettingZoo AEC env.
+
+What every env promises beyond PettingZoo's API:
+
+- **Seeds.** ``reset(seed=...)`` takes None (fresh entropy) or an integer in [0, 2**64): a Python
+  ``int`` or a numpy integer. Anything else raises before the env changes: ``TypeError`` for another
+  type (``"7"``, ``1.5``, and also ``True``: a bool is almost always a flag passed by mistake),
+  ``ValueError`` for an integer out of range (``-1`` and ``2**64`` would otherwise alias other seeds).
+  The rule is ``check_seed``, applied to every game, with or without chance.
+- **Order.** Before the first ``reset()``, ``step``, ``observe``, ``last``, ``agent_iter``,
+  ``render``, ``check_action``, ``truncate``, ``returns`` and the per-game attributes (``agents``,
+  ``agent_selection``, ``rewards``, ``infos``, ...) raise ``ResetNeededError``.
+- **Outcome.** When a game ends, every agent's info holds ``outcome = {"winner": <agent name or None
+  for a draw>, "reason": "normal" | "invalid_move" | "truncation"}``. ``"normal"``: the rules ended it
+  (turn and round caps of the rules included); ``"invalid_move"``: an invalid answer under
+  ``invalid_move="lose"`` (the offender loses; two offenders at once draw); ``"truncation"``:
+  ``truncate()`` stopped it early (no winner). The winner of a two-player game is the agent with the
+  higher return. The one-player Twenty Questions has no opponent: its winner is the questioner when it
+  found the secret, else None (its returns cannot tell, so the game says it through ``winner(state)``).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +33,35 @@ from spiral_arena.core.game import TextGame
 from spiral_arena.core.observations import CHARSET, OBS_FORMATS, MessageLog, sanitize
 
 INVALID_MOVE_MODES = ("lose", "retry")
-_MASK64 = (1 << 64) - 1
+OUTCOME_REASONS = ("normal", "invalid_move", "truncation")
+SEED_LIMIT = 1 << 64  # seeds are integers in [0, SEED_LIMIT)
+_MASK64 = SEED_LIMIT - 1
+# Attributes that exist only once a game is under way (PettingZoo's OrderEnforcingWrapper guards
+# the same ones). ``num_agents`` and ``returns`` are properties that read them: an AttributeError
+# raised inside a property sends Python to ``__getattr__`` with the property's name.
+_GAME_ATTRIBUTES = frozenset(
+    {"agents", "num_agents", "agent_selection", "rewards", "terminations", "truncations", "infos"}
+    | {"_cumulative_rewards", "log", "rng", "returns"}
+)
+
+
+class ResetNeededError(RuntimeError, AttributeError):
+    """The env was used before its first ``reset()``.
+
+    A RuntimeError because the call order is wrong; also an AttributeError, so ``hasattr(env,
+    "agents")`` stays False before reset, as PettingZoo's own tools expect.
+    """
+
+
+def check_seed(seed: Any) -> int | None:
+    """``seed`` as an int, or None; the one seed rule of every env (see the module docstring)."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be None or an integer in [0, 2**64), got {seed!r} ({type(seed).__name__})")
+    if not 0 <= int(seed) < SEED_LIMIT:
+        raise ValueError(f"seed must be None or an integer in [0, 2**64), got {int(seed)}")
+    return int(seed)
 
 
 def _splitmix64(x: int) -> int:
@@ -68,8 +115,18 @@ class TextGameEnv(AECEnv):
         self._seat = {a: i for i, a in enumerate(game.agents)}
         self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
         self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
-        self.state_: Any = None
+        self.state_: Any = None  # None until the first reset()
         self._bit_generator: np.random.PCG64 | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        """Only reached for attributes that do not exist: explain the ones reset() creates."""
+        if name in _GAME_ATTRIBUTES and self.__dict__.get("state_") is None:
+            raise ResetNeededError(f"{self.__dict__.get('env_id', 'this env')}: call reset() before reading {name}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _require_reset(self, what: str) -> None:
+        if self.state_ is None:
+            raise ResetNeededError(f"{self.env_id}: call reset() before {what}()")
 
     # -- PettingZoo API -------------------------------------------------------------------
 
@@ -91,6 +148,7 @@ class TextGameEnv(AECEnv):
         return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        seed = check_seed(seed)  # also in games without chance: one rule for every env
         # Games without chance skip the Generator: creating one costs as much as a whole move.
         self.rng = self._generator(seed) if self.game.has_chance else None
         self.state_ = self.game.new_state(self.rng)
@@ -116,12 +174,9 @@ class TextGameEnv(AECEnv):
         """
         if seed is None:
             return np.random.default_rng()
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
         if self._bit_generator is None:
             self._bit_generator = np.random.PCG64(0)
             self._rng = np.random.Generator(self._bit_generator)
-        seed = int(seed) & _MASK64
         self._bit_generator.state = {
             "bit_generator": "PCG64",
             "state": {
@@ -134,9 +189,19 @@ class TextGameEnv(AECEnv):
         return self._rng
 
     def observe(self, agent: str) -> str:
+        self._require_reset("observe")
         return self.log.observation(self._seat[agent])
 
+    def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self._require_reset("last")
+        return super().last(observe)
+
+    def agent_iter(self, max_iter: int = 2**63) -> Any:
+        self._require_reset("agent_iter")
+        return super().agent_iter(max_iter)
+
     def step(self, action: Any) -> None:
+        self._require_reset("step")
         if not self.agents:
             raise RuntimeError("the game is over and every agent has stepped out; call reset()")
         agent = self.agent_selection
@@ -165,6 +230,7 @@ class TextGameEnv(AECEnv):
         if self.render_mode is None:
             gymnasium.logger.warn("render() called without a render_mode; pass render_mode='ansi'")
             return None
+        self._require_reset("render")
         text = self.game.render(self.state_)
         if self.render_mode == "human":
             print(text)
@@ -183,6 +249,7 @@ class TextGameEnv(AECEnv):
 
     def check_action(self, text: str) -> str | None:
         """Why ``text`` would be an invalid move for the player to act now, or None if it is fine."""
+        self._require_reset("check_action")
         try:
             self.game.parse(self.state_, text)
         except InvalidMove as invalid:
@@ -238,21 +305,53 @@ class TextGameEnv(AECEnv):
         for a, r in self.rewards.items():
             self._cumulative_rewards[a] += r
 
-    def _finish(self, returns: tuple[float, ...], extra: dict[str, Any] | None = None) -> None:
+    def _finish(self, returns: tuple[float, ...], reason: str = "normal", extra: dict[str, Any] | None = None) -> None:
+        """End the game: final rewards, everyone terminated, and the outcome in every info."""
         agents = self.possible_agents
         self._set_rewards(returns)
         self.terminations = dict.fromkeys(agents, True)
+        winner = self._winner(returns, reason)
         for i, agent in enumerate(agents):
             info = self._waiting_info(i, free_text=False)  # nothing is legal for anyone any more
             info.update(self.game.step_info(self.state_))
             info.update(extra or {})
+            info["outcome"] = {"winner": winner, "reason": reason}
             self.infos[agent] = info
-        reason = self.game.outcome_reason(self.state_) if extra is None else ""
+        why = self.game.outcome_reason(self.state_) if reason == "normal" else ""
         summary = ", ".join(f"{self._names[i]} {returns[i]:+g}" for i in range(len(agents)))
-        self._post(None, "GAME", f"Game over. {reason}{' ' if reason else ''}Rewards: {summary}.")
+        self._post(None, "GAME", f"Game over. {why}{' ' if why else ''}Rewards: {summary}.")
         # Everyone still holds a (final) observation; agents step out with step(None).
         current = self.state_.current_player
         self.agent_selection = agents[(current + 1) % len(agents)] if current >= 0 else agents[0]
+
+    def _winner(self, returns: tuple[float, ...], reason: str) -> str | None:
+        """The agent with the strictly highest return; in a one-player game, the game's own verdict."""
+        agents = self.possible_agents
+        if len(agents) == 1:
+            # Returns cannot say whether a lone player succeeded; a game with one player says it.
+            decide = getattr(self.game, "winner", None)
+            won = reason == "normal" and decide is not None and decide(self.state_) == 0
+            return agents[0] if won else None
+        best = max(returns)
+        leaders = [agent for agent, r in zip(agents, returns, strict=True) if r == best]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def truncate(self) -> None:
+        """Stop the game where it stands, without a result: for limits outside the rules (a trainer's
+        cap on actions, a time budget). Every agent is truncated, this call pays no reward, and every
+        info holds ``outcome = {"winner": None, "reason": "truncation"}``; agents then step out with
+        ``step(None)``. ``returns`` keeps what the game paid so far."""
+        self._require_reset("truncate")
+        agents = self.possible_agents
+        if not self.agents or any(self.terminations.values()) or any(self.truncations.values()):
+            raise RuntimeError(f"{self.env_id}: the game is already over; call reset()")
+        self.rewards = dict.fromkeys(agents, 0.0)
+        self.truncations = dict.fromkeys(agents, True)
+        for i, agent in enumerate(agents):
+            info = self._waiting_info(i, free_text=False)
+            info["outcome"] = {"winner": None, "reason": "truncation"}
+            self.infos[agent] = info
+        self._post(None, "GAME", "Game stopped before its end (truncated): no result.")
 
     def _on_invalid(self, player: int, reason: str) -> None:
         reason = sanitize(reason)  # reasons may quote player text; observations must stay in the space
@@ -265,6 +364,6 @@ class TextGameEnv(AECEnv):
             return
         returns = tuple(-1.0 if i == player else 1.0 for i in range(len(agents)))
         self._post(None, "GAME", f"{self._names[player]} made an invalid move: {reason}")
-        self._finish(returns, {"offender": offender})
+        self._finish(returns, "invalid_move", {"offender": offender})
         self.infos[offender]["invalid_move"] = reason
         self.agent_selection = offender

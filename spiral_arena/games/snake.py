@@ -331,7 +331,7 @@ class SnakeParallelEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         env, game = self.env, self.env.game
         if not self.agents:
-            raise RuntimeError("the game is over; call reset()")
+            raise RuntimeError("call reset() before step()" if env.state_ is None else "the game is over; call reset()")
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise ValueError(f"both snakes move every round: missing an action for {', '.join(missing)}")
@@ -368,7 +368,7 @@ class SnakeParallelEnv(ParallelEnv):
         else:
             returns = (1.0, -1.0) if 1 in offences else (-1.0, 1.0)
         offenders = [self.possible_agents[p] for p in offences]
-        env._finish(returns, {"offenders": offenders})
+        env._finish(returns, "invalid_move", {"offenders": offenders})
         for p, reason in offences.items():
             env.infos[self.possible_agents[p]]["invalid_move"] = reason
         return self._result(dict(env.rewards), terminated=True)

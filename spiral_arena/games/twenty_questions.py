@@ -343,6 +343,12 @@ class TwentyQuestions(TextGame):
         reply = found if turn.verdict == "win" else FEEDBACK[turn.verdict]
         return [(0, f"Question {len(state.turns)}: {sanitize(shown)}\nAnswer: {reply}")]
 
+    def winner(self, state: TwentyQuestionsState) -> int | None:
+        """The questioner (player 0) when it found the secret, else None: the env's ``outcome`` winner.
+        There is no opponent to win instead, and the rewards cannot tell (penalties can make a win
+        score below zero)."""
+        return 0 if state.won else None
+
     def outcome_reason(self, state: TwentyQuestionsState) -> str:
         n = len(state.turns)
         if state.won:
