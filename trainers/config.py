@@ -1,29 +1,42 @@
 """One typed training config. Defaults are SPIRAL's recipe for real models (Qwen3-4B-Base on
 GPUs); ``recipe="tiny"`` swaps in the CPU recipe that trains the embedded tiny model in minutes.
 
-Load from TOML/YAML with ``TrainConfig.load(path)``; every field is also a command-line flag
-(``--lr 1e-5``, ``--no-rae``); the resolved config is written to the run directory.
+Every field is a key of a TOML/YAML/JSON file (``read_config_file``) and a command-line flag
+(``--lr 1e-5``, ``--no-rae``) whose help is the field's docstring below. ``TrainConfig.build`` checks
+the whole config before anything is built or written and raises one ``ConfigError`` with a line per
+problem; the resolved config is written to the run directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
+import functools
+import importlib.util
+import itertools
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
+from spiral_arena.core.observations import OBS_FORMATS
+
 
 @dataclass
 class TrainConfig:
     # --- run ---------------------------------------------------------------------------
     recipe: str = "auto"
-    """"tiny" (embedded CPU recipe), "spiral" (the paper's settings), or "auto": tiny when model is "tiny"."""
+    """"tiny" (the CPU recipe of the embedded model), "spiral" (the paper's settings: the defaults below), or
+    "auto": tiny when model is "tiny", else spiral. Flags and config keys override the recipe's values."""
     output_dir: str = ""
     """Where everything goes; default runs/<timestamp>."""
     seed: int = 0
+    """Seed of every random stream (model init, sampling, games, evaluation)."""
     resume: bool = False
     """Continue from the latest checkpoint in output_dir."""
     time_limit_s: float = 0.0
@@ -35,10 +48,13 @@ class TrainConfig:
     backend: str = "hf"
     """"hf" (transformers generation, CPU or GPU) or "vllm" (GPU only, the vllm extra)."""
     device: str = "auto"
+    """"auto" (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N"; under torchrun a bare "cuda" is each
+    rank's own GPU."""
     bf16: bool = True
     """bf16 compute (autocast) for every forward pass, on any device; parameters, gradients and
     AdamW state stay fp32 (an lr-1e-6 step is below bf16's resolution for most weights)."""
     gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory for long responses, more compute."""
     fsdp: bool = False
     """Shard weights, gradients and optimizer state over the torchrun ranks (FSDP2 ``fully_shard``;
     bf16 mixed precision on GPU). The warm start runs before sharding; the KL reference and the hf
@@ -46,20 +62,24 @@ class TrainConfig:
     lora_rank: int = 0
     """> 0 trains a LoRA adapter through peft instead of all weights."""
     lora_alpha: int = 64
+    """LoRA scale numerator: the adapter's update is scaled by lora_alpha / lora_rank."""
     vllm_gpu_memory_utilization: float = 0.45
+    """Share of GPU memory vLLM may take for weights and KV cache (backend "vllm")."""
     vllm_max_model_len: int = 12800
+    """Longest prompt + response, in tokens, vLLM reserves KV cache for (backend "vllm")."""
 
     # --- games and players -----------------------------------------------------------------
     games: str = "KuhnPoker-v0,TicTacToe-v0,SimpleNegotiation-v0"
     """Comma-separated env ids, each optionally with options: "KuhnPoker-v0:rounds=1"."""
     game_weights: str = ""
-    """Comma-separated relative weights of the games in each step; empty = equal."""
+    """Comma-separated relative weights of the games in each step, one per game; empty = equal. A recipe's
+    weights are dropped when you give a different number of games."""
     opponent: str = "self"
     """"self" (one policy plays both seats) or an agent spec: random, expert, gemini:..., hf:PATH."""
     prompt_template: str = "spiral"
     """"spiral": framing + observation + boxed-answer instruction; "bare": the observation alone."""
     obs_format: str = ""
-    """"full" or "first_last" for every game; empty = each game's SPIRAL default."""
+    """"full", "first_last" or "last" for every game; empty = each game's SPIRAL default."""
 
     # --- rollouts ----------------------------------------------------------------------
     samples_per_step: int = 128
@@ -70,37 +90,53 @@ class TrainConfig:
     games_in_flight: int = 32
     """Games played at once; all their pending decisions share one generation call."""
     max_new_tokens: int = 4096
+    """Longest response in tokens (a cut answer is usually an invalid move); also the Dr.GRPO normaliser."""
     temperature: float = 1.0
+    """Sampling temperature of rollouts; 0 = greedy."""
     top_p: float = 1.0
+    """Nucleus sampling: sample from the smallest token set holding this much probability; 1 = off."""
     max_game_actions: int = 50
     """A game still running after this many actions is truncated and scored as a draw."""
     invalid_penalty: float = -1.5
     """Reward of a player whose answer was an invalid move (game ends)."""
     invalid_opponent_reward: float = 0.5
+    """Reward of the other player when an invalid move ends the game (training only; evaluation uses +1)."""
 
     # --- advantage ---------------------------------------------------------------------
     rae: bool = True
     """Role-conditioned advantage: R - EMA baseline per (game, role). False = plain REINFORCE on R."""
     rae_decay: float = 0.95
+    """EMA decay of the RAE baselines: baseline <- decay * baseline + (1 - decay) * return."""
 
     # --- learner -----------------------------------------------------------------------
     steps: int = 400
+    """Policy steps (rollouts, then an update); with resume, the total including the steps already done."""
     loss: str = "ppo"
     """"ppo" (clipped ratio) or "reinforce"."""
     clip: float = 0.2
+    """PPO clip range: probability ratios outside [1 - clip, 1 + clip] give no gradient."""
     epochs: int = 2
+    """Learner passes over each step's samples."""
     micro_batch: int = 8
+    """Samples per forward/backward pass; gradients accumulate over the whole step."""
     aggregation: str = "dr_grpo"
     """"dr_grpo" (token sum / max_new_tokens) or "token_mean"."""
     lr: float = 1e-6
+    """Peak learning rate of AdamW."""
     lr_schedule: str = "constant"
     """"constant", "warmup" (linear warm-up then constant) or "cosine" (warm-up then cosine to lr_min)."""
     lr_min: float = 0.0
+    """The learning rate the cosine schedule ends at."""
     warmup_steps: int = 0
+    """Steps of linear learning-rate warm-up (with any schedule); 0 = none."""
     adam_beta1: float = 0.9
+    """AdamW beta1 (decay of the gradient average)."""
     adam_beta2: float = 0.95
+    """AdamW beta2 (decay of the squared-gradient average)."""
     weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
     grad_clip: float = 1.0
+    """Clip the global gradient norm to this."""
     kl_coef: float = 0.0
     """Weight of KL(policy || warm-start policy) on the sampled tokens; 0 = none (SPIRAL)."""
     logprob_gap_warn: float = 0.05
@@ -111,56 +147,375 @@ class TrainConfig:
     sft_steps: int = 0
     """Steps of supervised warm start on random legal play before RL (teaches the answer format)."""
     sft_batch: int = 64
+    """Samples per warm-start step."""
     sft_lr: float = 1e-3
+    """Learning rate of the warm start."""
 
     # --- evaluation and outputs ----------------------------------------------------------------
     eval_every: int = 16
+    """Evaluate every this many steps, and after the last one."""
     eval_games: int = 16
     """Games per (game, opponent, seat) at each evaluation."""
     eval_opponents: str = "random,expert"
+    """Comma-separated agent specs the policy plays at each evaluation: random, expert, hf:PATH,
+    openai:MODEL, ...; empty = no matches."""
     eval_env_ids: str = ""
-    """Games to evaluate on; empty = training games plus the out-of-domain games in the package."""
+    """Games to evaluate on, written as games is; empty = the training games plus the out-of-domain games."""
     eval_temperature: float = 0.6
+    """Sampling temperature during evaluation; 0 = greedy."""
+    eval_reasoning: str = ""
+    """Reasoning benchmarks checked at every evaluation through the learner's own engine, BENCH[:K] comma-separated
+    (e.g. "math500:32": a fixed seeded 32-item subset; see spiral-arena eval); empty = none."""
+    eval_reasoning_data: str = ""
+    """Directory of the benchmarks' local files for eval_reasoning (as spiral-arena eval's --data-dir)."""
+    eval_reasoning_max_new_tokens: int = 4096
+    """Longest response in tokens in the reasoning check (the spiral-online preset's limit by default)."""
     save_every: int = 50
+    """Write a checkpoint every this many steps, and after the last one."""
     tensorboard: bool = False
+    """Also log metrics to TensorBoard under output_dir/tensorboard (needs the tensorboard package)."""
     wandb: bool = False
+    """Also log metrics to Weights & Biases (needs the wandb package)."""
     plots: bool = True
+    """Draw PNG plots of the metrics when the run ends."""
 
     extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form values stored in the run's config.json and not read by the trainer (config files only)."""
 
     # -- building ------------------------------------------------------------------------
 
     @classmethod
     def build(cls, overrides: dict[str, Any] | None = None) -> TrainConfig:
-        """The recipe's settings, then ``overrides`` (from a file and/or flags) on top."""
+        """The recipe's settings, then ``overrides`` (from a file and/or flags) on top, validated."""
         overrides = dict(overrides or {})
-        unknown = sorted(set(overrides) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
-        recipe = overrides.get("recipe", "auto")
+        names = [f.name for f in fields(cls)]
+        problems = [_unknown_field(name, names) for name in sorted(set(overrides) - set(names))]
+        known = {k: v for k, v in overrides.items() if k in names}
+        recipe = known.get("recipe", "auto")
         if recipe == "auto":
-            recipe = "tiny" if overrides.get("model", "tiny") == "tiny" else "spiral"
-        if recipe not in RECIPES:
-            raise ValueError(f"recipe must be one of auto, {', '.join(RECIPES)}; got {recipe!r}")
-        return cls(**{**RECIPES[recipe], **overrides, "recipe": recipe})
+            recipe = "tiny" if known.get("model", "tiny") == "tiny" else "spiral"
+        settings = dict(RECIPES.get(recipe, {}))  # an unknown recipe is reported by validate()
+        recipe_weights = settings.get("game_weights")
+        if recipe_weights and "games" in known and "game_weights" not in known:
+            if _count(known["games"]) != _count(recipe_weights):
+                del settings["game_weights"]  # the recipe's weights were for its own games, not the user's
+        config = cls(**{**settings, **known, "recipe": recipe})
+        config.validate(problems)
+        return config
+
+    def validate(self, problems: list[str] | None = None) -> None:
+        """Check every field and raise one ``ConfigError`` listing each problem (plus ``problems``
+        already found, such as unknown keys), or return with accepted spellings normalised in place:
+        "7" or 7.0 for an int, "1e-5" for a float, "no" for a bool."""
+        problems = list(problems or [])
+        bad: set[str] = set()  # fields with a problem of their own, left out of the checks that read them
+        for f in fields(self):
+            value, problem = _coerce(str(f.type), getattr(self, f.name))
+            if problem is None:
+                setattr(self, f.name, value)
+                problem = _value_problem(f.name, value)
+            if problem is not None:
+                bad.add(f.name)
+                problems.append(f"{f.name}: {problem}")
+        problems += [f"{name}: {problem}" for name, problem in self._relation_problems(bad)]
+        if problems:
+            raise ConfigError(problems)
+
+    def _relation_problems(self, bad: set[str]) -> list[tuple[str, str]]:
+        """Checks that read other fields or the outside world; fields already reported are skipped."""
+        found: list[tuple[str, str]] = []
+        obs_format = self.obs_format if "obs_format" not in bad else ""
+        for name in ("games", "eval_env_ids"):
+            if name not in bad:
+                found += [(name, problem) for problem in _game_problems(getattr(self, name), obs_format)]
+        if not bad & {"games", "game_weights"} and self.game_weights:
+            problem = _weights_problem(self.game_weights, _count(self.games))
+            if problem is not None:
+                found.append(("game_weights", problem))
+        if "opponent" not in bad and self.opponent != "self":
+            problem = _agent_problem(self.opponent, self_allowed=True)
+            if problem is not None:
+                found.append(("opponent", problem))
+        if "eval_opponents" not in bad:
+            for spec in filter(None, (s.strip() for s in self.eval_opponents.split(","))):
+                problem = _agent_problem(spec)
+                if problem is not None:
+                    found.append(("eval_opponents", problem))
+        if "output_dir" not in bad and self.output_dir and Path(self.output_dir).exists():
+            if not Path(self.output_dir).is_dir():
+                found.append(("output_dir", f"{self.output_dir} exists and is not a directory"))
+        if "eval_reasoning" not in bad and self.eval_reasoning:
+            found += [("eval_reasoning", p) for p in _reasoning_problems(self.eval_reasoning, self.eval_reasoning_data)]
+        if "resume" not in bad and self.resume and not self.output_dir:
+            found.append(("resume", "needs output_dir: the run directory to continue"))
+        if not bad & {"fsdp", "lora_rank"} and self.fsdp and self.lora_rank > 0:
+            found.append(("fsdp", "shards a full model and cannot train a LoRA adapter; set lora_rank to 0"))
+        for name in ("tensorboard", "wandb"):
+            if name not in bad and getattr(self, name) and importlib.util.find_spec(name) is None:
+                found.append((name, f"needs the {name} package: pip install {name}"))
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """Fields from a .toml, .yaml/.yml or .json file."""
-    path = Path(path)
-    text = path.read_text()
-    if path.suffix == ".toml":
-        return tomllib.loads(text)
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
+class ConfigError(ValueError):
+    """A training config with problems; ``problems`` holds one line per problem, "field: what is wrong"."""
 
-        return yaml.safe_load(text) or {}
-    if path.suffix == ".json":
-        return json.loads(text)
-    raise ValueError(f"config file must be .toml, .yaml or .json, got {path.name}")
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        if len(self.problems) == 1:
+            super().__init__(self.problems[0])
+        else:
+            super().__init__("\n  ".join([f"{len(self.problems)} problems in the training config:", *self.problems]))
+
+
+# ---- what each field accepts ---------------------------------------------------------------
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "recipe": ("auto", "tiny", "spiral"),
+    "backend": ("hf", "vllm"),
+    "prompt_template": ("spiral", "bare"),
+    "obs_format": ("", *OBS_FORMATS),
+    "loss": ("ppo", "reinforce"),
+    "aggregation": ("dr_grpo", "token_mean"),
+    "lr_schedule": ("constant", "warmup", "cosine"),
+}
+
+
+@dataclass(frozen=True)
+class Range:
+    """An interval of valid numbers; ``open_low`` / ``open_high`` exclude that end."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    text: str = ""  # how to say it, when the numbers would not read well
+
+    def __contains__(self, x: float) -> bool:
+        if self.low is not None and (x < self.low or (self.open_low and x == self.low)):
+            return False
+        return self.high is None or (x < self.high or (not self.open_high and x == self.high))
+
+    def __str__(self) -> str:
+        if self.text:
+            return self.text
+        if self.high is None:
+            return f"greater than {self.low:g}" if self.open_low else f"at least {self.low:g}"
+        return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+
+
+_POSITIVE = Range(0, open_low=True)
+_NON_NEGATIVE = Range(0)
+_AT_LEAST_1 = Range(1)
+_FRACTION = Range(0, 1, open_high=True)  # [0, 1)
+RANGES: dict[str, Range] = {
+    "seed": Range(0, 2**64, open_high=True, text="in [0, 2**64)"),
+    "time_limit_s": _NON_NEGATIVE,
+    "lora_rank": _NON_NEGATIVE,
+    "lora_alpha": _AT_LEAST_1,
+    "vllm_gpu_memory_utilization": Range(0, 1, open_low=True),
+    "vllm_max_model_len": _AT_LEAST_1,
+    "samples_per_step": _AT_LEAST_1,
+    "rollout_shards": _AT_LEAST_1,
+    "games_in_flight": _AT_LEAST_1,
+    "max_new_tokens": _AT_LEAST_1,
+    "temperature": _NON_NEGATIVE,
+    "top_p": Range(0, 1, open_low=True),
+    "max_game_actions": _AT_LEAST_1,
+    "rae_decay": _FRACTION,
+    "steps": _AT_LEAST_1,
+    "clip": _POSITIVE,
+    "epochs": _AT_LEAST_1,
+    "micro_batch": _AT_LEAST_1,
+    "lr": _POSITIVE,
+    "lr_min": _NON_NEGATIVE,
+    "warmup_steps": _NON_NEGATIVE,
+    "adam_beta1": _FRACTION,
+    "adam_beta2": _FRACTION,
+    "weight_decay": _NON_NEGATIVE,
+    "grad_clip": _POSITIVE,
+    "kl_coef": _NON_NEGATIVE,
+    "logprob_gap_warn": _NON_NEGATIVE,
+    "sft_steps": _NON_NEGATIVE,
+    "sft_batch": _AT_LEAST_1,
+    "sft_lr": _POSITIVE,
+    "eval_every": _AT_LEAST_1,
+    "eval_games": _AT_LEAST_1,
+    "eval_temperature": _NON_NEGATIVE,
+    "eval_reasoning_max_new_tokens": _AT_LEAST_1,
+    "save_every": _AT_LEAST_1,
+}
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+def _shown(value: Any) -> str:
+    """A value as a user writes it in a flag or a TOML file."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return '""' if value == "" else str(value)
+
+
+def _coerce(kind: str, value: Any) -> tuple[Any, str | None]:
+    """``value`` as a field of type ``kind`` wants it, or the problem. Strings are parsed (flags are
+    text), whole floats are ints, and a bool is never taken for a number."""
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value, None
+        text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE, None
+        return value, f"must be true or false (or yes/no, 1/0), got {value!r}"
+    if kind in ("int", "float"):
+        number = _number(value)
+        if number is None:
+            return value, f"must be {'an integer' if kind == 'int' else 'a number'}, got {value!r}"
+        if kind == "float":
+            try:
+                return float(number), None
+            except OverflowError:  # an int beyond any float
+                return value, f"must be a number below 1e308, got {value!r}"
+        if isinstance(number, float):
+            return (int(number), None) if number.is_integer() else (value, f"must be a whole number, got {value!r}")
+        return number, None
+    if kind == "str":
+        return value, None if isinstance(value, str) else f"must be a string, got {value!r}"
+    return value, None if isinstance(value, dict) else f"must be a table of keys and values, got {value!r}"
+
+
+def _number(value: Any) -> int | float | None:
+    """An int or finite float from a number or its text; None for anything else, bools included."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text) if text.lstrip("+-").isdigit() else float(text)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if isinstance(value, int) or math.isfinite(value) else None
+
+
+def _value_problem(name: str, value: Any) -> str | None:
+    """What is wrong with one well-typed field on its own (choices, ranges, syntax), or None."""
+    if name in CHOICES and value not in CHOICES[name]:
+        return f"must be one of {', '.join(map(_shown, CHOICES[name]))}; got {_shown(value)!r}"
+    if name in RANGES and value not in RANGES[name]:
+        return f"must be {RANGES[name]}, got {value!r}"
+    if name == "device" and not _DEVICE.fullmatch(value):
+        return f"must be auto, cpu, cuda or cuda:N (N a GPU index), got {value!r}"
+    if name in ("games", "model") and not value.strip():
+        return "must not be empty"
+    return None
+
+
+def _count(text: Any) -> int | None:
+    """How many comma-separated entries ``text`` holds (None when it is not a string)."""
+    return sum(bool(part.strip()) for part in text.split(",")) if isinstance(text, str) else None
+
+
+def _game_problems(games: str, obs_format: str) -> list[str]:
+    """Each game spec that does not parse, names no env, or gives options its env refuses. The env is
+    built exactly as rollouts build it, so an option is checked against the env itself."""
+    from spiral_arena.registry import make
+    from trainers.rollout import GameSpec
+
+    problems = []
+    for item in filter(None, (g.strip() for g in games.split(","))):
+        try:
+            spec = GameSpec.parse(item)
+            make(spec.env_id, **spec.options, **({"obs_format": obs_format} if obs_format else {}))
+        except (TypeError, ValueError, OSError) as error:
+            problems.append(f"{item!r}: {error}")
+    return problems
+
+
+def _weights_problem(weights: str, n_games: int) -> str | None:
+    parts = [w.strip() for w in weights.split(",")]
+    try:
+        values = [float(w) for w in parts]
+    except ValueError:
+        return f"must be comma-separated numbers, one per game, got {weights!r}"
+    if len(values) != n_games:
+        return f"gives {len(values)} weights for {n_games} game(s); give one per game, or none for equal weights"
+    if not all(math.isfinite(v) and v >= 0 for v in values) or not any(values):
+        return f"must be non-negative numbers, not all zero, got {weights!r}"
+    return None
+
+
+def _agent_problem(spec: str, self_allowed: bool = False) -> str | None:
+    """What is wrong with an opponent spec, checked without loading anything."""
+    from spiral_arena.agents import parse_spec
+
+    try:
+        parsed = parse_spec(spec)
+    except ValueError as error:
+        return f"{error}; or self (one policy plays both seats)" if self_allowed else str(error)
+    if parsed.kind == "human":
+        return "human cannot be an opponent here: training and evaluation play many games at once, unattended"
+    if parsed.kind == "hf" and not Path(parsed.target).is_dir():
+        return f"{spec!r}: {parsed.target} is not a directory (hf:PATH needs a model or checkpoint directory)"
+    return None
+
+
+def _reasoning_problems(spec: str, data_dir: str) -> list[str]:
+    """A reasoning spec that does not parse, or whose benchmarks have no local file and no other source."""
+    if importlib.util.find_spec("math_verify") is None:
+        return ["needs math-verify: pip install 'spiral-arena[eval]'"]
+    from evals.data import DataError, load_benchmark
+    from evals.training import parse_eval_spec
+
+    try:
+        names = [name for name, _ in parse_eval_spec(spec)]
+        if data_dir and not Path(data_dir).is_dir():
+            return [f"eval_reasoning_data {data_dir} is not a directory"]
+        for name in names:
+            load_benchmark(name, Path(data_dir) if data_dir else None)
+    except DataError as error:
+        return [str(error)]
+    return []
+
+
+def _unknown_field(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name.replace("-", "_"), names, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"{name}: unknown config field{hint}"
+
+
+# ---- files and flags -------------------------------------------------------------------------
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Fields from a .toml, .yaml/.yml or .json file; a file that cannot be used is a ``ConfigError``."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml", ".json"):
+        raise ConfigError([f"--config: {path} must end in .toml, .yaml, .yml or .json"])
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError([f"--config: no such file: {path}"]) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError([f"--config: cannot read {path}: {error}"]) from None
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError([f"--config: reading {path} needs PyYAML: pip install pyyaml"]) from None
+        parse, kind, errors = (lambda t: yaml.safe_load(t) or {}), "YAML", (yaml.YAMLError,)
+    elif suffix == ".toml":
+        parse, kind, errors = tomllib.loads, "TOML", (tomllib.TOMLDecodeError,)
+    else:
+        parse, kind, errors = json.loads, "JSON", (json.JSONDecodeError,)
+    try:
+        values = parse(text)
+    except errors as error:
+        raise ConfigError([f"--config: {path} is not valid {kind}: {' '.join(str(error).split())}"]) from None
+    if not isinstance(values, dict):
+        raise ConfigError([f"--config: {path} must hold keys and values at the top level, not {type(values).__name__}"])
+    return values
 
 
 # The tiny CPU recipe: short "last message" prompts, one-line answers, ~1,300 turns per step with
@@ -197,21 +552,51 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 
 
+@functools.cache
+def field_docs() -> dict[str, str]:
+    """Each field's docstring (the string literal right under it in ``TrainConfig``), on one line."""
+    tree = ast.parse(Path(__file__).read_text())
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TrainConfig").body
+    docs = {}
+    for node, after in itertools.pairwise(body):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                docs[node.target.id] = " ".join(str(after.value.value).split())
+    return docs
+
+
+def field_help(name: str) -> str:
+    """A flag's help: the field's docstring, its choices and valid range, and its defaults."""
+    default = next(f.default for f in fields(TrainConfig) if f.name == name)
+    parts = [field_docs().get(name, "")]
+    if name in CHOICES:
+        parts.append(f"One of: {', '.join(map(_shown, CHOICES[name]))}.")
+    if name in RANGES:
+        parts.append(f"Valid: {RANGES[name]}.")
+    tiny = RECIPES["tiny"].get(name, default)
+    recipe = "" if tiny == default else f"; tiny recipe: {_shown(tiny)}"
+    parts.append(f"(default: {_shown(default)}{recipe})")
+    return " ".join(p for p in parts if p).replace("%", "%%")  # argparse formats help with %
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per field: --name VALUE, and --no-name for booleans."""
-    parser.add_argument("--config", help="a TOML/YAML/JSON file of fields; flags override it")
+    """One flag per field: --name VALUE, and --no-name for booleans. Values stay text until
+    ``TrainConfig.validate``, so a bad flag and a bad config key get the same one-line error."""
+    parser.add_argument("--config", metavar="FILE", help="a TOML/YAML/JSON file of fields; flags override it")
     for f in fields(TrainConfig):
         if f.name == "extra":
             continue
         flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+        if str(f.type) == "bool":
+            action = argparse.BooleanOptionalAction
+            parser.add_argument(flag, dest=f.name, action=action, default=None, help=field_help(f.name))
         else:
-            kind = {"int": int, "float": float, "str": str}[str(f.type)]
-            parser.add_argument(flag, dest=f.name, type=kind, default=None)
+            metavar = "{" + ",".join(map(_shown, CHOICES[f.name])) + "}" if f.name in CHOICES else str(f.type).upper()
+            parser.add_argument(flag, dest=f.name, default=None, metavar=metavar, help=field_help(f.name))
 
 
 def from_arguments(args: argparse.Namespace) -> TrainConfig:
+    """The config of parsed flags: the ``--config`` file's fields, then the flags given, validated."""
     overrides = read_config_file(args.config) if getattr(args, "config", None) else {}
     overrides.update(
         {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
