@@ -303,3 +303,23 @@ def test_lora_and_tensorboard(tmp_path):
     )
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert rows(out)[-1]["samples"] >= 24
+
+
+def test_reasoning_check_during_training(tmp_path):
+    """--eval-reasoning: a fixed subset of maths and multiple-choice items answered by the policy's engine."""
+    pytest.importorskip("math_verify")
+    out = tmp_path / "run"
+    data = REPO / "tests" / "data" / "evals"
+    overrides = {"steps": 1, "output_dir": str(out), "eval_reasoning": "math500:2,mmlu_pro:2"}
+    overrides.update(eval_reasoning_data=str(data), eval_reasoning_max_new_tokens=8)
+    train(TrainConfig.build({**SMALL, **overrides}), progress=False)
+    last = rows(out)[-1]
+    for bench in ("math500", "mmlu_pro"):
+        assert 0.0 <= last[f"reasoning/{bench}/accuracy"] <= 1.0
+        assert 0 < last[f"reasoning/{bench}/response_tokens_mean"] <= 8
+    assert "reasoning/average/accuracy" in last
+    assert (out / "reasoning.png").read_bytes()[:4] == b"\x89PNG"
+    from trainers.config import ConfigError
+
+    with pytest.raises(ConfigError, match="eval_reasoning: unknown benchmark 'math5000'"):
+        TrainConfig.build({**SMALL, "eval_reasoning": "math5000:2", "eval_reasoning_data": str(data)})

@@ -202,6 +202,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         if (step % config.eval_every == 0 or last) and (ddp.main or config.fsdp):
             with autocast(config, device):  # under FSDP every rank joins the scoring forward passes
                 scores = evaluate(model, policy, config, specs, play=ddp.main)
+            if ddp.main and config.eval_reasoning:  # maths and science questions, through the policy's engine
+                with autocast(config, device):
+                    scores.update(reasoning(policy, tokenizer, config))
             if ddp.main:
                 metrics.update(scores)
                 log.transcripts(step, turns)
@@ -378,6 +381,20 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
         metrics.update(kuhn_metrics(model, policy, config.obs_format))
     model.train()
     return metrics
+
+
+def reasoning(policy: Policy, tokenizer, config: TrainConfig) -> dict[str, float]:
+    """The fixed, seeded reasoning subset of ``config.eval_reasoning``, answered by the policy's engine."""
+    from evals.training import reasoning_eval
+
+    return reasoning_eval(
+        policy.engine,
+        tokenizer,
+        config.eval_reasoning,
+        seed=config.seed,
+        data_dir=config.eval_reasoning_data or None,
+        overrides={"max_new_tokens": str(config.eval_reasoning_max_new_tokens)},
+    )
 
 
 def rollout_metrics(results: list[GameResult], turns: list[Turn], seconds: float) -> dict[str, float]:
