@@ -27,7 +27,7 @@ def make_turns(vocab: int, n: int = 8, seed: int = 0) -> list[Turn]:
     for i in range(n):
         prompt = rng.integers(3, vocab, size=6 + i % 3).tolist()
         response = rng.integers(3, vocab, size=4).tolist()
-        turn = Turn("g", i % 2, "", prompt, response, [0.0] * 4, "", True)
+        turn = Turn("g", i % 2, "", prompt, response, [], "", True)  # no engine log-probs: not sampled
         turn.advantage = 1.0 if i % 2 else -1.0
         turns.append(turn)
     return turns

@@ -19,6 +19,8 @@ import torch
 from torch.distributed.fsdp import FSDPModule, register_fsdp_forward_method
 from torch.utils.checkpoint import checkpoint
 
+LOGITS_PER_CHUNK = 1024 * 151_936  # ~0.6 GB of fp32 logits per chunk
+
 
 def pack(prompts: list[list[int]], responses: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, ...]:
     """ids, attention mask, position ids, and the mask of real response tokens ([batch, R])."""
@@ -43,13 +45,15 @@ def response_logprobs(
     positions: torch.Tensor,
     response_mask: torch.Tensor,
     temperature: float = 1.0,
-    chunk_size: int | None = 1024,
+    chunk_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log pi(response token | everything before it), [batch, R], and the response mask.
 
     Logits are divided by the sampling temperature, so the numbers describe the distribution
     the tokens were actually drawn from (as SPIRAL's learner does). ``chunk_size`` response
-    tokens go through the head at a time; 0 or None puts them all in one chunk.
+    tokens go through the head at a time; 0 puts them all in one chunk; None sizes chunks to
+    ``LOGITS_PER_CHUNK`` logits (1,024 tokens at Qwen's 152k vocabulary; one chunk, and no
+    recomputation, for a small vocabulary like the tiny model's).
     """
     compute = fsdp_method(model) if isinstance(model, FSDPModule) else partial(token_logprobs, model)
     r_width = response_mask.shape[1]
@@ -96,6 +100,8 @@ def token_logprobs(
             logits = logits / temperature
         return logits.gather(1, chunk_targets.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
 
+    if chunk_size is None:
+        chunk_size = max(1, LOGITS_PER_CHUNK // head.weight.shape[0])
     step = chunk_size or max(1, targets.numel())
     # backward would otherwise keep every chunk's [chunk, vocab] logits alive; recomputing costs the head's forward
     recompute = torch.is_grad_enabled() and targets.numel() > step
