@@ -1,7 +1,9 @@
 """``spiral-arena leaderboard [run|show]``: arguments here, work in the modules they call.
 
 Without a subcommand it plays the default round robin (built-in agents and the latest checkpoint of
-every run under ./runs, on the three training games) and prints the table.
+every run under ./runs, on the three training games) and prints the table. ``--reasoning DIR`` adds the
+``spiral-arena eval`` average of each ``hf:`` entrant that has a run there (see ``leaderboard.reasoning``);
+it is checked before any game is played.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ from pathlib import Path
 
 DEFAULT_DB = "leaderboard.sqlite"
 DEFAULT_GAMES_PER_PAIR = 20
+REASONING_HELP = (
+    "an eval run directory (spiral-arena eval --output-dir), or a folder of them: adds a Reasoning column "
+    "with the run's benchmark average for the hf: entrant of the same model"
+)
 
 
 def _csv(text: str) -> list[str]:
@@ -24,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Cross-play ratings. Without a subcommand: a duplicate round robin of random, expert and the latest "
         "checkpoint of every run under ./runs on the training games, stored in leaderboard.sqlite, then the table."
+    )
+    parser.add_argument(
+        "--reasoning", dest="default_reasoning", type=Path, metavar="DIR", help=f"default run only: {REASONING_HELP}"
     )
     sub = parser.add_subparsers(dest="leaderboard_command")
     run = sub.add_parser("run", help="play a duplicate round robin and store every game")
@@ -46,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--retry-errors", action="store_true", help="play again the games stored as errors")
     run.add_argument("--runs", default="runs", help="where to look for checkpoints without --agents (default: runs)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--reasoning", type=Path, metavar="DIR", help=REASONING_HELP)
 
     show = sub.add_parser("show", help="ratings and tables from a results database")
     show.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
@@ -54,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--png", type=Path, help="write the ratings plot and heatmap here")
     show.add_argument("--csv", type=Path, help="write the standings as CSV here")
     show.add_argument("--json", type=Path, help="write the standings and head-to-head records as JSON here")
+    show.add_argument("--reasoning", type=Path, metavar="DIR", help=REASONING_HELP)
 
 
 def _show(standings, args: argparse.Namespace) -> None:
@@ -74,6 +85,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard.standings import compute
 
     entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
+    reasoning = None
+    if args.reasoning is not None:  # a wrong DIR should fail now, not after the games
+        from leaderboard.reasoning import load_column
+
+        reasoning = load_column(args.reasoning, {e.label: e.spec for e in entrants})
     games = _csv(args.games)
     summary = run(
         args.db,
@@ -95,6 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         standings = compute(store.load_games(conn, games, labels), store.load_agents(conn))
     finally:
         conn.close()
+    standings.reasoning = reasoning
     _show(standings, args)
     return 0
 
@@ -109,9 +126,17 @@ def cmd_show(args: argparse.Namespace) -> int:
         if not games and args.game is not None:
             stored = [r[0] for r in conn.execute("SELECT DISTINCT env_id FROM games ORDER BY env_id")]
             raise ValueError(f"no games of {args.game} in {args.db}; stored games: {', '.join(stored) or 'none'}")
-        standings = compute(games, store.load_agents(conn))
+        agents = store.load_agents(conn)
+        standings = compute(games, agents)
     finally:
         conn.close()
+    if args.reasoning is not None:
+        from leaderboard.reasoning import load_column
+
+        # agents whose model never loaded have no record; their label is then their spec (or a name)
+        labels = {row.label for scope in standings.scopes for row in scope.agents}
+        specs = {label: agents[label].spec if label in agents else label for label in labels}
+        standings.reasoning = load_column(args.reasoning, specs)
     _show(standings, args)
     return 0
 
@@ -119,10 +144,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 def main(args: argparse.Namespace) -> int:
     """Entry from ``spiral-arena leaderboard``; no subcommand means the default run."""
     command = args.leaderboard_command
+    reasoning = args.default_reasoning
     if command is None:
         parser = argparse.ArgumentParser()
         add_arguments(parser)
-        args = parser.parse_args(["run"])
+        args = parser.parse_args(["run"] + ([] if reasoning is None else ["--reasoning", str(reasoning)]))
+    elif reasoning is not None:
+        raise ValueError(f"give --reasoning after the subcommand: spiral-arena leaderboard {command} --reasoning DIR")
     try:
         return cmd_show(args) if command == "show" else cmd_run(args)
     except RuntimeError as error:

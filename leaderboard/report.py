@@ -23,11 +23,13 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from leaderboard.reasoning import ReasoningColumn, ReasoningScore
 from leaderboard.standings import OVERALL, AgentStanding, Scope, Standings, score_matrix
 
 CSV_COLUMNS = (
     "scope", "rank", "agent", "rating", "ci_low", "ci_high", "games", "wins", "draws", "losses", "score",
     "mean_payoff", "payoff_unit", "invalid_rate", "errors", "exploitability",
+    "reasoning", "reasoning_ci_low", "reasoning_ci_high",
 )  # fmt: skip
 PIPED_WIDTH = 200
 
@@ -42,6 +44,13 @@ def _pct(value: float | None) -> str:
 
 def _interval(row: AgentStanding) -> str:
     return "" if row.low is None else f"{row.low:.0f}-{row.high:.0f}"
+
+
+def _reasoning_text(score: ReasoningScore | None) -> str:
+    if score is None:
+        return ""
+    interval = "" if score.low is None else f" ({100 * score.low:.1f}-{100 * score.high:.1f})"
+    return f"{100 * score.value:.1f}%{interval}"
 
 
 def _has_exploitability(scope: Scope) -> bool:
@@ -62,8 +71,9 @@ class Column(NamedTuple):
     text: Callable[[int, AgentStanding], str]
 
 
-def _columns(scope: Scope) -> list[Column]:
-    """The standings columns of ``scope``: payoff only per game, exploitability where an agent has one."""
+def _columns(scope: Scope, reasoning: ReasoningColumn | None = None) -> list[Column]:
+    """The standings columns of ``scope``: payoff only per game, exploitability where an agent has one,
+    reasoning when eval runs were given (blank for an agent without one)."""
     cols = [
         Column("#", "num", lambda k, r: k, lambda k, r: str(k)),
         Column("Agent", "text", lambda k, r: r.label, lambda k, r: r.label),
@@ -84,6 +94,16 @@ def _columns(scope: Scope) -> list[Column]:
         cols.append(
             Column("Exploit.", "num", lambda k, r: r.exploitability, lambda k, r: _num(r.exploitability, ".4f"))
         )
+    if reasoning is not None:
+        scores = reasoning.scores
+        cols.append(
+            Column(
+                "Reasoning",
+                "num",
+                lambda k, r: getattr(scores.get(r.label), "value", None),
+                lambda k, r: _reasoning_text(scores.get(r.label)),
+            )
+        )
     return cols
 
 
@@ -94,13 +114,16 @@ def print_tables(standings: Standings, console: Console | None = None) -> None:
         if not console.is_terminal:
             console = Console(width=PIPED_WIDTH)
     for scope in standings.scopes:
-        columns = _columns(scope)
+        columns = _columns(scope, standings.reasoning)
         table = Table(title=_title(scope), title_justify="left", box=box.SIMPLE_HEAD)
         for column in columns:
             table.add_column(column.header, justify="left" if column.kind == "text" else "right")
         for k, row in enumerate(scope.agents, 1):
             table.add_row(*(column.text(k, row) for column in columns))
         console.print(table)
+    if standings.reasoning is not None:
+        for line in (standings.reasoning.legend, *standings.reasoning.notes):
+            console.print(line, markup=False, highlight=False)
     if standings.errors:
         console.print(f"[bold red]{len(standings.errors)} game(s) ended by an agent error (not rated):[/]")
         for culprit, (count, example) in error_summary(standings).items():
@@ -117,7 +140,8 @@ def error_summary(standings: Standings) -> dict[str, tuple[int, str]]:
     return summary
 
 
-def _record(scope: Scope, rank: int, row: AgentStanding) -> dict[str, Any]:
+def _record(scope: Scope, rank: int, row: AgentStanding, reasoning: ReasoningColumn | None) -> dict[str, Any]:
+    score = None if reasoning is None else reasoning.scores.get(row.label)
     return {
         "scope": scope.name,
         "rank": rank,
@@ -135,6 +159,9 @@ def _record(scope: Scope, rank: int, row: AgentStanding) -> dict[str, Any]:
         "invalid_rate": row.invalid_rate,
         "errors": row.errors,
         "exploitability": row.exploitability,
+        "reasoning": None if score is None else score.value,
+        "reasoning_ci_low": None if score is None else score.low,
+        "reasoning_ci_high": None if score is None else score.high,
     }
 
 
@@ -144,7 +171,9 @@ def write_csv(standings: Standings, path: Path) -> None:
         writer.writeheader()
         for scope in standings.scopes:
             for rank, row in enumerate(scope.agents, 1):
-                writer.writerow({k: "" if v is None else v for k, v in _record(scope, rank, row).items()})
+                writer.writerow(
+                    {k: "" if v is None else v for k, v in _record(scope, rank, row, standings.reasoning).items()}
+                )
 
 
 def to_json(standings: Standings) -> dict[str, Any]:
@@ -159,7 +188,9 @@ def to_json(standings: Standings) -> dict[str, Any]:
                 "payoff_unit": scope.payoff_unit,
                 "games": scope.games,
                 "errors": scope.errors,
-                "standings": [_record(scope, rank, row) for rank, row in enumerate(scope.agents, 1)],
+                "standings": [
+                    _record(scope, rank, row, standings.reasoning) for rank, row in enumerate(scope.agents, 1)
+                ],
                 "head_to_head": {
                     row: {
                         col: {
@@ -179,6 +210,7 @@ def to_json(standings: Standings) -> dict[str, Any]:
             {"env_id": g.env_id, "player0": g.player0, "player1": g.player1, "seed": g.seed, "error": g.error}
             for g in standings.errors
         ],
+        "reasoning": None if standings.reasoning is None else standings.reasoning.to_json(),
     }
 
 
@@ -242,8 +274,8 @@ def table_id(scope_name: str) -> str:
     return f"standings-{_slug(scope_name)}"
 
 
-def _standings_table(scope: Scope) -> str:
-    columns = _columns(scope)
+def _standings_table(scope: Scope, reasoning: ReasoningColumn | None) -> str:
+    columns = _columns(scope, reasoning)
     head = "".join(f'<th data-type="{c.kind}">{html.escape(c.header)}</th>' for c in columns)
     rows = []
     for k, row in enumerate(scope.agents, 1):
@@ -328,7 +360,7 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
     for scope in standings.scopes:
         sections.append(
             f'<section id="scope-{_slug(scope.name)}"><h2>{html.escape(_title(scope))}</h2>'
-            f"{_standings_table(scope)}<h3>Head to head</h3>{_matrix_table(scope)}</section>"
+            f"{_standings_table(scope, standings.reasoning)}<h3>Head to head</h3>{_matrix_table(scope)}</section>"
         )
     errors = ""
     if standings.errors:
@@ -337,6 +369,10 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
             for agent, (count, example) in error_summary(standings).items()
         )
         errors = f"<h2>Errors (not rated)</h2><ul>{items}</ul>"
+    reasoning = ""
+    if standings.reasoning is not None:
+        lines = (standings.reasoning.legend, *standings.reasoning.notes)
+        reasoning = "".join(f'<p class="note reasoning">{html.escape(line)}</p>' for line in lines)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_CSS}</style></head>
@@ -344,7 +380,7 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
 <p class="note">Generated {stamp}. Bradley-Terry ratings (a draw is half a win) on the Elo scale with 95% intervals
 from {standings.resamples} bootstrap resamples of duplicate seed pairs. Chip games are ranked by mean chips per game.
 Click a column header to sort.</p>
-<img alt="Ratings with 95% intervals and head-to-head scores" src="data:image/png;base64,{picture}">
+{reasoning}<img alt="Ratings with 95% intervals and head-to-head scores" src="data:image/png;base64,{picture}">
 {"".join(sections)}{errors}
 <script>{_JS}</script></body></html>
 """

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from leaderboard.ratings import DEFAULT_RESAMPLES, rate
+from leaderboard.reasoning import ReasoningColumn
 from leaderboard.store import AgentRecord, StoredGame
 from spiral_arena.registry import REGISTRY
 
@@ -91,6 +92,7 @@ class Standings:
     errors: list[StoredGame] = field(default_factory=list)
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
+    reasoning: ReasoningColumn | None = None  # set by ``--reasoning``; the same per agent in every scope
 
 
 def _points(game: StoredGame) -> float:
