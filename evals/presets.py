@@ -22,12 +22,11 @@ import dataclasses
 import hashlib
 import json
 import re
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from evals.data import BENCHMARKS, LETTERS
 from evals.grading import CHOICE_EXTRACTIONS, MATH_EXTRACTIONS

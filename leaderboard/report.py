@@ -14,7 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -178,7 +178,7 @@ def write_csv(standings: Standings, path: Path) -> None:
 
 def to_json(standings: Standings) -> dict[str, Any]:
     return {
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "bootstrap_resamples": standings.resamples,
         "bootstrap_seed": standings.seed,
         "scopes": [
@@ -373,7 +373,7 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
     if standings.reasoning is not None:
         lines = (standings.reasoning.legend, *standings.reasoning.notes)
         reasoning = "".join(f'<p class="note reasoning">{html.escape(line)}</p>' for line in lines)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_CSS}</style></head>
 <body><h1>{html.escape(title)}</h1>

@@ -18,11 +18,10 @@ import itertools
 import json
 import math
 import re
+import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from spiral_arena.core.observations import OBS_FORMATS
 
