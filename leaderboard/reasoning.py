@@ -1,8 +1,9 @@
 """A reasoning column for ``hf:`` entrants, read from ``spiral-arena eval`` run directories.
 
 An eval run is a directory holding ``manifest.json`` (model path, weight sha256s, protocol hash, times)
-and ``results.json`` (per-benchmark metrics and macro averages). Only those two JSON files are read, so
-the leaderboard never imports ``evals`` (nor its grader dependencies).
+and ``results.json`` (per-benchmark metrics and macro averages). Only those two JSON files are read, and
+weights are hashed with the very function the manifest used (``evals.data.file_sha256``, standard library
+only), so the leaderboard never needs the grader's dependencies.
 
 A run belongs to an ``hf:`` entrant when both name the same directory (paths resolved) or, failing that,
 when the entrant's directory holds the same ``*.safetensors`` files with the sha256s the manifest
@@ -20,13 +21,14 @@ note line. An entrant with several runs of that protocol shows the most recent, 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from evals.data import file_sha256
 
 MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.json"
@@ -163,14 +165,6 @@ def hf_paths(specs: Mapping[str, str]) -> dict[str, Path]:
     return paths
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class _Weights:
     """Safetensors sha256s of entrant directories, hashed only when a run's file names could match."""
 
@@ -187,7 +181,7 @@ class _Weights:
         if self._names[directory] != set(recorded):
             return False
         if directory not in self._hashes:
-            self._hashes[directory] = {name: _sha256(directory / name) for name in sorted(self._names[directory])}
+            self._hashes[directory] = {name: file_sha256(directory / name) for name in sorted(self._names[directory])}
         return self._hashes[directory] == recorded
 
 

@@ -47,8 +47,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     ddp = Distributed(device)
     if config.rollout_shards % ddp.world:
         raise ValueError(f"rollout_shards ({config.rollout_shards}) must be a multiple of the {ddp.world} ranks")
-    if config.fsdp and (ddp.world == 1 or config.lora_rank > 0):
-        raise ValueError("fsdp shards a full model over torchrun ranks: run it under torchrun, without lora_rank")
+    if config.fsdp and ddp.world == 1:  # (fsdp with lora_rank is refused by the config's own validation)
+        raise ValueError("fsdp shards the model over torchrun ranks: run it under torchrun with 2 or more processes")
     run_dir = Path(ddp.gather(config.output_dir or f"runs/{datetime.now():%Y%m%d-%H%M%S}")[0])
     if ddp.main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -202,8 +202,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         if (step % config.eval_every == 0 or last) and (ddp.main or config.fsdp):
             with autocast(config, device):  # under FSDP every rank joins the scoring forward passes
                 scores = evaluate(model, policy, config, specs, play=ddp.main)
-            if ddp.main and config.eval_reasoning:  # maths and science questions, through the policy's engine
-                with autocast(config, device):
+                if ddp.main and config.eval_reasoning:  # maths and science questions, through the policy's engine
                     scores.update(reasoning(policy, tokenizer, config))
             if ddp.main:
                 metrics.update(scores)
