@@ -144,7 +144,9 @@ def plot_comparison(comparison: dict[str, Any], path: Path) -> None:
     axis.errorbar(deltas, positions, xerr=[deltas - lows, highs - deltas], fmt="none", ecolor="black", capsize=3)
     axis.axvline(0, color="black", linewidth=0.8)
     axis.set_yticks(positions, names)
-    axis.set_xlabel(f"B - A, points ({comparison['metric']}; bars: 95% paired bootstrap interval)")
+    span = max(1.0, 1.1 * float(np.abs(np.r_[lows, highs]).max()))  # symmetric, at least +-1 point
+    axis.set_xlim(-span, span)
+    axis.set_xlabel(f"B - A, points ({comparison['metric']})\nbars: 95% paired bootstrap interval")
     axis.set_title(f"{Path(comparison['run_b']).name} vs {Path(comparison['run_a']).name}")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
