@@ -24,9 +24,10 @@ from tqdm import tqdm
 import spiral_arena
 from leaderboard import store
 from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of
-from leaderboard.schedule import Job, round_robin
+from leaderboard.schedule import Job, check_games, round_robin
 from spiral_arena.agents import Agent
 from spiral_arena.core.env import TextGameEnv
+from spiral_arena.registry import parse_env_id
 
 POLL_S = 0.2
 MAX_CHUNK = 64
@@ -39,7 +40,7 @@ def agent_seed(game_seed: int, seat: int, own_seed: int) -> int:
 
 
 def _env_version(env_id: str) -> str:
-    return env_id.rpartition("-")[2]
+    return parse_env_id(env_id)[0].rpartition("-")[2]
 
 
 def play_game(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], agents: Sequence[Agent]) -> store.GameRow:
@@ -231,6 +232,7 @@ def run(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     labels = [e.label for e in entrants]
+    env_ids = check_games(env_ids)  # canonical spellings: the ids games are stored under
     jobs = round_robin(labels, env_ids, games_per_pair, seed)
     conn = store.connect(db_path)
     try:

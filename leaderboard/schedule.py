@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spiral_arena.registry import spec
+from spiral_arena.registry import canonical_env_id, make, parse_env_id, spec
 
 DEFAULT_GAMES = ("TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0")  # the SPIRAL training games
 
@@ -31,12 +31,15 @@ class Job:
 
 
 def check_games(env_ids: Sequence[str]) -> list[str]:
-    """The env ids, each checked to be a registered two-player game; ValueError otherwise."""
+    """The env ids in their canonical spelling (options are part of a game's identity:
+    ``KuhnPoker-v0:rounds=1`` is another game than ``KuhnPoker-v0``), each checked to be a registered
+    two-player game whose options its env accepts; ValueError (or TypeError for options) otherwise."""
     if not env_ids:
         raise ValueError("give at least one game, e.g. --games TicTacToe-v0,KuhnPoker-v0")
     checked = []
-    for env_id in env_ids:
-        players = len(spec(env_id).game.agents)  # raises a ValueError listing the registered ids
+    for env_id in map(canonical_env_id, env_ids):
+        make(env_id)  # unknown ids and options fail here, before any game is scheduled
+        players = len(spec(parse_env_id(env_id)[0]).game.agents)
         if players != 2:
             raise ValueError(f"{env_id} has {players} player(s); the leaderboard plays two-player games only")
         if env_id in checked:

@@ -1,9 +1,15 @@
-"""Env ids -> the game that implements them and the env it is wrapped in."""
+"""Env ids -> the game that implements them and the env it is wrapped in.
+
+One grammar names a game with its options everywhere (``make``, ``play``, ``train --games``, the
+leaderboard): ``ID`` or ``ID:key=value;key=value``, e.g. ``KuhnPoker-v0:rounds=1;reward=chips``.
+Options are separated by ';' because ',' separates games in a list.
+"""
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +28,7 @@ from spiral_arena.games.truth_and_deception import TruthAndDeception
 from spiral_arena.games.twenty_questions import TwentyQuestions
 
 ENV_KWARGS = ("obs_format", "invalid_move", "render_mode")
+_SECRET = re.compile(r"key|token|secret|password", re.I)
 
 
 @dataclass(frozen=True)
@@ -31,9 +38,15 @@ class EnvSpec:
     defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def options(self) -> dict[str, Any]:
+        """The game's options and their defaults (its constructor's keyword parameters)."""
+        params = inspect.signature(self.game.__init__).parameters.values()
+        named = [p for p in params if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        return {p.name: self.defaults.get(p.name, p.default) for p in named}
+
+    @property
     def game_kwargs(self) -> tuple[str, ...]:
-        params = inspect.signature(self.game.__init__).parameters
-        return tuple(p for p in params if p != "self")
+        return tuple(self.options)
 
 
 REGISTRY: dict[str, EnvSpec] = {
@@ -64,8 +77,58 @@ def spec(env_id: str) -> EnvSpec:
     return REGISTRY[env_id]
 
 
+def parse_env_id(text: str) -> tuple[str, dict[str, Any]]:
+    """``"KuhnPoker-v0:rounds=1;reward=chips"`` -> ``("KuhnPoker-v0", {"rounds": 1, "reward": "chips"})``.
+
+    Values read as int, float or true/false where they can, else as text."""
+    env_id, _, opts = text.strip().partition(":")
+    options: dict[str, Any] = {}
+    for item in filter(None, (o.strip() for o in opts.split(";"))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(
+                f"game option {item!r} of {env_id.strip()} must look like key=value (ID:key=value;key=value)"
+            )
+        if _SECRET.search(key):
+            raise ValueError(
+                f"option {key.strip()!r} looks like a secret, and env ids are logged and stored; "
+                "pass keys by environment variable (e.g. OPENAI_API_KEY) or as a make() keyword"
+            )
+        options[key.strip()] = _literal(value.strip())
+    return env_id.strip(), options
+
+
+def canonical_env_id(text: str) -> str:
+    """The one spelling of an env id with options (sorted, no spaces), used as a stored identity."""
+    env_id, options = parse_env_id(text)
+    if not options:
+        return env_id
+    return env_id + ":" + ";".join(f"{k}={_shown(v)}" for k, v in sorted(options.items()))
+
+
+def _literal(value: str) -> Any:
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _shown(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def make(env_id: str, **kwargs: Any) -> TextGameEnv:
-    """Build the PettingZoo AEC env for ``env_id``; kwargs are game options or env options."""
+    """Build the PettingZoo AEC env for ``env_id`` (which may carry options, ``ID:key=value;...``);
+    kwargs are game options or env options (an option may not be given both ways)."""
+    env_id, id_options = parse_env_id(env_id)
+    both = sorted(set(id_options) & set(kwargs))
+    if both:
+        raise TypeError(f"{env_id} got {', '.join(both)} both in the env id and as keyword argument(s)")
+    kwargs = {**id_options, **kwargs}
     s = spec(env_id)
     allowed = s.game_kwargs
     unknown = [k for k in kwargs if k not in allowed and k not in ENV_KWARGS]
@@ -85,6 +148,6 @@ def make_parallel(env_id: str, **kwargs: Any) -> ParallelEnv:
     Turn-based games go through PettingZoo's own ``turn_based_aec_to_parallel`` (only the player
     to act has an effect each step); games with simultaneous moves resolve both moves at once.
     """
-    env = make(env_id, **kwargs)
+    env = make(env_id, **kwargs)  # the same id grammar as make
     parallel = getattr(env.game, "parallel_env", None)
     return parallel(env) if parallel is not None else turn_based_aec_to_parallel(env)

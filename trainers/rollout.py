@@ -16,6 +16,7 @@ import numpy as np
 from spiral_arena import make
 from spiral_arena.agents.prompting import single_turn_prompt, stop_token_ids
 from spiral_arena.core.actions import extract_answer
+from spiral_arena.registry import parse_env_id
 from trainers.engines import Engine
 
 
@@ -57,23 +58,8 @@ class GameSpec:
 
     @classmethod
     def parse(cls, text: str) -> GameSpec:
-        env_id, _, opts = text.strip().partition(":")
-        options: dict[str, Any] = {}
-        for item in filter(None, opts.split(";")):
-            key, eq, value = item.partition("=")
-            if not eq:
-                raise ValueError(f"game option {item!r} in {text!r} must look like key=value")
-            options[key.strip()] = _literal(value.strip())
+        env_id, options = parse_env_id(text)  # the registry's grammar, shared by every command
         return cls(text.strip(), env_id, options)
-
-
-def _literal(value: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
 
 
 def parse_mixture(games: str, weights: str) -> tuple[list[GameSpec], np.ndarray]:
