@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from rich import box
@@ -26,31 +26,82 @@ from rich.table import Table
 from leaderboard.reasoning import ReasoningColumn, ReasoningScore
 from leaderboard.standings import OVERALL, AgentStanding, Scope, Standings, score_matrix
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 CSV_COLUMNS = (
     "scope", "rank", "agent", "rating", "ci_low", "ci_high", "games", "wins", "draws", "losses", "score",
     "mean_payoff", "payoff_unit", "invalid_rate", "errors", "exploitability",
     "reasoning", "reasoning_ci_low", "reasoning_ci_high",
 )  # fmt: skip
 PIPED_WIDTH = 200
+ZERO = 1e-12  # smaller magnitudes are float noise around an exact 0 (the Nash expert's exploitability)
+NAME_WIDTH, NAME_LINES = 30, 3  # an agent name in the PNG: characters per line, lines at most
+
+
+def clean(value: float) -> float:
+    """``value``, or 0.0 when it is float noise around zero, so that an exact result reads as one."""
+    return 0.0 if abs(value) < ZERO else value
 
 
 def _num(value: float | None, spec: str) -> str:
-    return "" if value is None else format(value, spec)
+    """``value`` formatted by ``spec``; one that rounds to zero prints as zero, never as -0 or 2.78e-17."""
+    if value is None:
+        return ""
+    text = format(value, spec)
+    return format(0.0, spec) if float(text) == 0 else text
 
 
 def _pct(value: float | None) -> str:
-    return "" if value is None else f"{100 * value:.1f}%"
+    return "" if value is None else _num(100 * value, ".1f") + "%"
 
 
 def _interval(row: AgentStanding) -> str:
-    return "" if row.low is None else f"{row.low:.0f}-{row.high:.0f}"
+    return "" if row.low is None else f"{_num(row.low, '.0f')}-{_num(row.high, '.0f')}"
 
 
 def _reasoning_text(score: ReasoningScore | None) -> str:
     if score is None:
         return ""
-    interval = "" if score.low is None else f" ({100 * score.low:.1f}-{100 * score.high:.1f})"
-    return f"{100 * score.value:.1f}%{interval}"
+    interval = "" if score.low is None else f" ({_num(100 * score.low, '.1f')}-{_num(100 * score.high, '.1f')})"
+    return f"{_pct(score.value)}{interval}"
+
+
+def _letters(index: int) -> str:
+    """A, B, ..., Z, AA, AB, ...: spreadsheet column names."""
+    name = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        name = chr(ord("A") + rest) + name
+    return name
+
+
+def agent_keys(standings: Standings) -> dict[str, str]:
+    """A short key per agent (A, B, ... in the first scope's rank order), the same in the plot and on the
+    page, so that matrix columns need no names: agent labels can be checkpoint paths of 50 characters."""
+    labels = dict.fromkeys(r.label for scope in standings.scopes for r in scope.agents)
+    return {label: _letters(i) for i, label in enumerate(labels)}
+
+
+def wrap_name(label: str, width: int = NAME_WIDTH, lines: int = NAME_LINES) -> str:
+    """``label`` on lines of at most ``width`` characters, broken after / : # , = where it can; past
+    ``lines`` lines the middle goes (runs/<id>/checkpoints/step_N keeps its run id and step)."""
+    out: list[str] = []
+    line = ""
+    for piece in re.findall(r"[^/:#,=]*[/:#,=]?", label):
+        if line and len(line) + len(piece) > width:
+            out.append(line)
+            line = ""
+        while len(piece) > width:
+            out.append(piece[:width])
+            piece = piece[width:]
+        line += piece
+    out.append(line)
+    out = [part for part in out if part]
+    if len(out) > lines:
+        out = out[: lines - 1] + ["\u2026" + "".join(out[lines - 1 :])[-(width - 1) :]]
+    return "\n".join(out)
 
 
 def _has_exploitability(scope: Scope) -> bool:
@@ -141,8 +192,9 @@ def error_summary(standings: Standings) -> dict[str, tuple[int, str]]:
 
 
 def _record(scope: Scope, rank: int, row: AgentStanding, reasoning: ReasoningColumn | None) -> dict[str, Any]:
+    """One standings row for CSV and JSON, float noise around zero written as 0."""
     score = None if reasoning is None else reasoning.scores.get(row.label)
-    return {
+    record = {
         "scope": scope.name,
         "rank": rank,
         "agent": row.label,
@@ -163,6 +215,7 @@ def _record(scope: Scope, rank: int, row: AgentStanding, reasoning: ReasoningCol
         "reasoning_ci_low": None if score is None else score.low,
         "reasoning_ci_high": None if score is None else score.high,
     }
+    return {k: clean(v) if isinstance(v, float) else v for k, v in record.items()}
 
 
 def write_csv(standings: Standings, path: Path) -> None:
@@ -218,17 +271,35 @@ def write_json(standings: Standings, path: Path) -> None:
     Path(path).write_text(json.dumps(to_json(standings), indent=2), encoding="utf-8")
 
 
-def png_bytes(standings: Standings) -> bytes:
-    """Ratings with their intervals for every scope (left) and the head-to-head score heatmap of the
-    first scope, overall when there are several games (right)."""
+def png_figure(standings: Standings) -> Figure:
+    """Ratings with their intervals for every scope (left) beside the head-to-head score matrix of the
+    first scope, overall when there are several games (right). The two share their rows, so the agent
+    names, wrapped and ending in their key, are written once; the matrix columns are the keys."""
     import matplotlib
     from matplotlib.figure import Figure
 
     main = standings.scopes[0]
     labels, scores = score_matrix(main)
+    keys = agent_keys(standings)
+    names = [f"{wrap_name(label)}  [{keys[label]}]" for label in labels]
     n = len(labels)
-    fig = Figure(figsize=(7 + 0.6 * n, 2 + 0.45 * n), layout="constrained")
-    ratings_ax, heat_ax = fig.subplots(1, 2, width_ratios=(1, 1))
+    name_lines = max(name.count("\n") + 1 for name in names)
+    row_height = max(0.42, 0.16 * name_lines + 0.18, 3.2 / n)  # inches; a small field gets a readable matrix
+    name_chars = max(len(line) for name in names for line in name.split("\n"))
+    label_width, ratings_width, matrix_width = 0.3 + 0.072 * name_chars, 3.4, max(2.6, n * min(row_height, 0.7)) + 1.1
+    fig = Figure(figsize=(label_width + ratings_width + matrix_width, 1.7 + n * row_height), layout="constrained")
+    ratings_ax, heat_ax = fig.subplots(1, 2, sharey=True, width_ratios=(label_width + ratings_width, matrix_width))
+    colours = matplotlib.colormaps["RdYlGn"].with_extremes(bad="lightgrey")
+    image = heat_ax.imshow(100 * np.ma.masked_invalid(scores), cmap=colours, vmin=0, vmax=100, aspect="auto")
+    for i in range(n):
+        for j in range(n):
+            if not math.isnan(scores[i, j]):
+                heat_ax.text(j, i, _num(100 * scores[i, j], ".0f"), ha="center", va="center", fontsize=8)
+    heat_ax.set_xticks(range(n), [keys[label] for label in labels])
+    heat_ax.tick_params(left=False)
+    heat_ax.set_title(f"{main.name}: head to head", fontsize="medium")
+    heat_ax.set_xlabel("against (key)")
+    fig.colorbar(image, ax=heat_ax, label="row's score against column (%)", shrink=0.9)
     count = len(standings.scopes)
     for s, scope in enumerate(standings.scopes):
         by_label = {r.label: r for r in scope.agents}
@@ -241,23 +312,17 @@ def png_bytes(standings: Standings) -> bytes:
                 lows.append(row.rating - row.low)
                 highs.append(row.high - row.rating)
         ratings_ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", capsize=3, label=scope.name)
-    ratings_ax.set_yticks(range(n), labels)
-    ratings_ax.invert_yaxis()
+    ratings_ax.set_yticks(range(n), names, fontsize=8)
+    ratings_ax.set_title("Rating", fontsize="medium")
     ratings_ax.set_xlabel("Bradley-Terry rating (Elo scale), 95% bootstrap interval")
     ratings_ax.grid(axis="x", alpha=0.3)
     fig.legend(loc="outside lower center", ncol=min(count, 4), fontsize="small")
-    colours = matplotlib.colormaps["RdYlGn"].with_extremes(bad="lightgrey")
-    image = heat_ax.imshow(np.ma.masked_invalid(scores), cmap=colours, vmin=0.0, vmax=1.0)
-    for i in range(n):
-        for j in range(n):
-            if not math.isnan(scores[i, j]):
-                heat_ax.text(j, i, f"{100 * scores[i, j]:.0f}", ha="center", va="center", fontsize=8)
-    heat_ax.set_xticks(range(n), labels, rotation=45, ha="right")
-    heat_ax.set_yticks(range(n), labels)
-    heat_ax.set_title(f"{main.name}: row's score vs column (%)", fontsize="medium")
-    fig.colorbar(image, ax=heat_ax, shrink=0.8)
+    return fig
+
+
+def png_bytes(standings: Standings) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    png_figure(standings).savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     return buffer.getvalue()
 
 
@@ -282,7 +347,7 @@ def _standings_table(scope: Scope, reasoning: ReasoningColumn | None) -> str:
         cells = []
         for column in columns:
             value = column.sort_value(k, row)
-            key = html.escape("" if value is None else str(value))
+            key = html.escape("" if value is None else str(clean(value) if isinstance(value, float) else value))
             cells.append(f'<td data-sort="{key}">{html.escape(column.text(k, row))}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     return (
@@ -291,9 +356,11 @@ def _standings_table(scope: Scope, reasoning: ReasoningColumn | None) -> str:
     )
 
 
-def _matrix_table(scope: Scope) -> str:
+def _matrix_table(scope: Scope, keys: dict[str, str]) -> str:
+    """Rows name the agent after its key; columns show only the key (the name is in their tooltip), so
+    the matrix stays narrow however long the labels are."""
     labels = [r.label for r in scope.agents]
-    head = "".join(f"<th>{html.escape(label)}</th>" for label in labels)
+    head = "".join(f'<th title="{html.escape(label)}">{keys[label]}</th>' for label in labels)
     unit = f", mean {scope.payoff_unit}" if scope.payoff_unit else ""
     rows = []
     for row in labels:
@@ -303,15 +370,17 @@ def _matrix_table(scope: Scope) -> str:
             if cell is None or not cell.games:
                 cells.append("<td></td>")
                 continue
-            payoff = f"<br><small>{cell.mean_payoff:+.3f}</small>" if scope.payoff_unit else ""
+            payoff = f"<br><small>{_num(cell.mean_payoff, '+.3f')}</small>" if scope.payoff_unit else ""
             hue = 120 * cell.score
             cells.append(
                 f'<td style="background:hsl({hue:.0f},60%,85%)" title="{cell.games} games">'
                 f"{cell.wins}-{cell.draws}-{cell.losses}{payoff}</td>"
             )
-        rows.append(f"<tr><th>{html.escape(row)}</th>{''.join(cells)}</tr>")
+        rows.append(
+            f'<tr><th class="agent"><span class="key">{keys[row]}</span> {html.escape(row)}</th>{"".join(cells)}</tr>'
+        )
     return (
-        f'<p class="note">Row against column: wins-draws-losses{unit}.</p>'
+        f'<p class="note">Row against column (columns by key): wins-draws-losses{unit}.</p>'
         f'<table class="matrix" id="matrix-{_slug(scope.name)}"><thead><tr><th></th>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
@@ -319,9 +388,16 @@ def _matrix_table(scope: Scope) -> str:
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+h1, h2, p, li, code { overflow-wrap: anywhere; }
+.wide { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
 table.sortable td:nth-child(2), table.sortable th:nth-child(2), .matrix th { text-align: left; }
+table.sortable td:nth-child(2), .matrix th.agent {
+  white-space: normal; overflow-wrap: anywhere; min-width: 10em; max-width: 36em;
+}
+.matrix thead th { text-align: center; }
+.key { color: #555; margin-right: 0.3em; }
 .matrix td { text-align: center; }
 table.sortable th { cursor: pointer; background: #f0f0f0; user-select: none; }
 th[aria-sort="ascending"]::after { content: " \\25B2"; }
@@ -356,11 +432,13 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 
 def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> str:
     picture = base64.b64encode(png_bytes(standings)).decode("ascii")
+    keys = agent_keys(standings)
     sections = []
-    for scope in standings.scopes:
+    for scope in standings.scopes:  # a field too large for the window scrolls inside its box, not the page
         sections.append(
             f'<section id="scope-{_slug(scope.name)}"><h2>{html.escape(_title(scope))}</h2>'
-            f"{_standings_table(scope, standings.reasoning)}<h3>Head to head</h3>{_matrix_table(scope)}</section>"
+            f'<div class="wide">{_standings_table(scope, standings.reasoning)}</div><h3>Head to head</h3>'
+            f'<div class="wide">{_matrix_table(scope, keys)}</div></section>'
         )
     errors = ""
     if standings.errors:
