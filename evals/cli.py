@@ -107,9 +107,13 @@ def _default_output(model: str, preset: str) -> Path:
 def cmd_run(args: argparse.Namespace) -> int:
     from evals.data import parse_benchmark_list
     from evals.run import EvalOptions, run_eval
+    from spiral_arena.agents import model_path_problem
 
     if not args.model:
         raise ValueError("eval needs --model SPEC (hf:PATH, vllm:PATH or PROVIDER:MODEL[@URL]), or a subcommand")
+    kind, _, path = args.model.partition(":")
+    if kind in ("hf", "vllm") and (problem := model_path_problem(path)) is not None:
+        raise ValueError(f"--model {kind}:PATH: {problem}")  # before any data is read or file written
     options = EvalOptions(
         model=args.model,
         benchmarks=parse_benchmark_list(args.benchmarks),

@@ -42,7 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated entries [NAME=]SPEC[#OPTION=VALUE...], e.g. random,expert#alpha=0.2,hf:PATH "
         "(default: random, expert and the latest checkpoint of each run under ./runs)",
     )
-    run.add_argument("--games", default=",".join(DEFAULT_GAMES), help="comma-separated env ids (default: %(default)s)")
+    run.add_argument(
+        "--games",
+        default=",".join(DEFAULT_GAMES),
+        help="comma-separated env ids, each with options if any (ID:key=value;key=value); "
+        "options are part of the game's identity (default: %(default)s)",
+    )
     run.add_argument(
         "--games-per-pair",
         type=int,
@@ -59,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     show = sub.add_parser("show", help="ratings and tables from a results database")
     show.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
-    show.add_argument("--game", default=None, help="only this env id")
+    show.add_argument("--game", default=None, help="only this env id (with its options, if it was run with any)")
     show.add_argument("--html", type=Path, help="write a self-contained HTML page here")
     show.add_argument("--png", type=Path, help="write the ratings plot and heatmap here")
     show.add_argument("--csv", type=Path, help="write the standings as CSV here")
@@ -82,15 +87,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard import store
     from leaderboard.entrants import default_entrants, parse_entrants
     from leaderboard.runner import run
+    from leaderboard.schedule import check_games
     from leaderboard.standings import compute
+    from spiral_arena.agents import spec_problem
 
     entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
+    missing = [problem for e in entrants if (problem := spec_problem(e.spec, human=False)) is not None]
+    if missing:  # a model directory that is not there fails now, not game by game
+        raise ValueError("; ".join(missing))
     reasoning = None
     if args.reasoning is not None:  # a wrong DIR should fail now, not after the games
         from leaderboard.reasoning import load_column
 
         reasoning = load_column(args.reasoning, {e.label: e.spec for e in entrants})
-    games = _csv(args.games)
+    games = check_games(_csv(args.games))  # canonical ids, checked before any model loads
     summary = run(
         args.db,
         entrants,
@@ -119,10 +129,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from leaderboard import store
     from leaderboard.standings import compute
+    from spiral_arena.registry import canonical_env_id
 
     conn = store.connect(args.db, create=False)
     try:
-        games = store.load_games(conn, None if args.game is None else [args.game])
+        game = None if args.game is None else canonical_env_id(args.game)
+        games = store.load_games(conn, None if game is None else [game])
         if not games and args.game is not None:
             stored = [r[0] for r in conn.execute("SELECT DISTINCT env_id FROM games ORDER BY env_id")]
             raise ValueError(f"no games of {args.game} in {args.db}; stored games: {', '.join(stored) or 'none'}")

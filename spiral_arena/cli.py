@@ -4,8 +4,66 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import spiral_arena
+
+SEED_LIMIT = 2**64
+
+
+class UsageError(ValueError):
+    """Bad arguments, one line per problem ("--flag: what is wrong, what is valid"), found before
+    anything is loaded or written."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def _check(problems: list[str]) -> None:
+    if problems:
+        raise UsageError(problems)
+
+
+def _count_problem(flag: str, value: int, low: int = 1) -> list[str]:
+    return [] if value >= low else [f"{flag}: must be at least {low}, got {value}"]
+
+
+def _seed_problem(seed: int | None, games: int = 1) -> list[str]:
+    """Seeds SEED .. SEED + games - 1 must all obey the envs' seed rule, [0, 2**64)."""
+    if seed is None or 0 <= seed and seed + max(games, 1) - 1 < SEED_LIMIT:
+        return []
+    return [f"--seed: must be an integer in [0, 2**64 - games), got {seed}"]
+
+
+def _env_problems(flag: str, env_ids: list[str], obs_format: str = "") -> list[str]:
+    """Each env id (with options) that ``make`` refuses; built once, exactly as the command will."""
+    from spiral_arena.registry import make
+
+    if not env_ids:
+        return [f"{flag}: give at least one env id, e.g. KuhnPoker-v0 (spiral-arena envs lists them)"]
+    problems = []
+    for env_id in env_ids:
+        try:
+            make(env_id, **({"obs_format": obs_format} if obs_format else {}))
+        except (TypeError, ValueError) as error:
+            name = env_id.split(":")[0].strip()  # the id alone: an option's value may be a secret
+            problems.append(f"{flag}: {error}" if name in str(error) else f"{flag}: {name}: {error}")
+    return problems
+
+
+def _spec_problems(flag: str, spec: str, human: bool) -> list[str]:
+    from spiral_arena.agents import spec_problem
+
+    problem = spec_problem(spec, human=human)
+    return [] if problem is None else [f"{flag}: {problem}"]
+
+
+def _output_file_problem(flag: str, path: str) -> list[str]:
+    target = Path(path)
+    if target.is_dir():
+        return [f"{flag}: {path} is a directory; give a file path"]
+    return []
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -14,6 +72,13 @@ def cmd_envs(args: argparse.Namespace) -> int:
     width = max(len(env_id) for env_id in REGISTRY)
     for env_id, spec in REGISTRY.items():
         print(f"{env_id:<{width}}  {spec.game.description}")
+        if spec.options:
+            shown = ", ".join(f"{name}={value!r}" for name, value in spec.options.items())
+            print(f"{'':<{width}}  options: {shown}")
+    print(
+        "\nOptions go after the id, ID:key=value;key=value (e.g. KuhnPoker-v0:rounds=1), in every command and in "
+        "spiral_arena.make. Every env also takes obs_format (full, first_last, last) and invalid_move (lose, retry)."
+    )
     return 0
 
 
@@ -24,6 +89,10 @@ def cmd_play(args: argparse.Namespace) -> int:
     from spiral_arena.play import play_game
     from spiral_arena.registry import make
 
+    problems = _env_problems("env_id", [args.env_id])
+    problems += _spec_problems("--p0", args.p0, human=True) + _spec_problems("--p1", args.p1, human=True)
+    problems += _count_problem("--games", args.games) + _seed_problem(args.seed, args.games)
+    _check(problems)
     env = make(args.env_id, render_mode="ansi")
     specs = [args.p0, args.p1][: len(env.possible_agents)]
     agents = [make_agent(s) for s in specs]
@@ -100,6 +169,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from trainers.rollout import parse_mixture
     from trainers.sft import play_transcripts, write_transcripts
 
+    games = [g.strip() for g in args.games.split(",") if g.strip()]
+    problems = _env_problems("--games", games, args.obs_format) + _spec_problems("--agent", args.agent, human=False)
+    problems += _count_problem("--n-games", args.n_games) + _seed_problem(args.seed, args.n_games)
+    _check(problems + _output_file_problem("--out", args.out))
     specs, weights = parse_mixture(args.games, "")
     n = write_transcripts(
         play_transcripts(args.agent, specs, weights, args.n_games, args.seed, args.obs_format), args.out
@@ -109,8 +182,25 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from trainers.sft import run_sft
+    from spiral_arena.agents import model_path_problem
+    from trainers.sft import read_transcripts, run_sft
 
+    problems = (
+        [] if args.model == "tiny" else [f"--model: {p} (or tiny)" for p in [model_path_problem(args.model)] if p]
+    )
+    problems += _count_problem("--steps", args.steps) + _count_problem("--batch", args.batch) + _seed_problem(args.seed)
+    if not args.lr > 0:
+        problems.append(f"--lr: must be greater than 0, got {args.lr}")
+    if Path(args.output_dir).is_file():
+        problems.append(f"--output-dir: {args.output_dir} is a file; give a directory")
+    if not Path(args.data).is_file():
+        problems.append(f"--data: {args.data} is not a file (a JSONL of prompt/response lines, e.g. from collect)")
+    else:
+        try:
+            read_transcripts(args.data)
+        except ValueError as error:
+            problems.append(f"--data: {error}")
+    _check(problems)
     path = run_sft(
         args.data, args.model, args.output_dir, args.steps, args.batch, args.lr, args.seed, args.prompt_template
     )
@@ -141,11 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_envs)
 
     p = sub.add_parser("play", help="play games between two agents (e.g. --p0 human --p1 random)")
-    p.add_argument("env_id")
+    p.add_argument("env_id", help="a game id, with options if any: KuhnPoker-v0:rounds=1 (see spiral-arena envs)")
     p.add_argument("--p0", default="human", help="agent spec for player_0 (default: human)")
     p.add_argument("--p1", default="random", help="agent spec for player_1 (default: random)")
-    p.add_argument("--games", type=int, default=1)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--games", type=int, default=1, help="how many games (default: 1)")
+    p.add_argument("--seed", type=int, default=None, help="seed of game 1; game i plays SEED + i - 1 (default: random)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.set_defaults(func=cmd_play)
 
@@ -164,22 +254,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("collect", help="write game transcripts of an agent (e.g. expert) for SFT")
     p.add_argument("--agent", default="expert", help="agent spec playing every seat (default: expert)")
-    p.add_argument("--games", default="KuhnPoker-v0,TicTacToe-v0,SimpleNegotiation-v0", help="env ids, with options")
-    p.add_argument("--n-games", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--obs-format", default="", help="full, first_last or last (default: each game's)")
-    p.add_argument("--out", default="transcripts.jsonl")
+    p.add_argument(
+        "--games",
+        default="KuhnPoker-v0,TicTacToe-v0,SimpleNegotiation-v0",
+        help="comma-separated env ids, each with options if any (ID:key=value;key=value) (default: %(default)s)",
+    )
+    p.add_argument("--n-games", type=int, default=1000, help="games to play, spread over --games (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first game (default: 0)")
+    p.add_argument(
+        "--obs-format", default="", choices=["", "full", "first_last", "last"], help="default: each game's own"
+    )
+    p.add_argument("--out", default="transcripts.jsonl", help="JSONL file to write (default: %(default)s)")
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("sft", help="supervised fine-tuning on a transcript file (SPIRAL's SFT baseline)")
     p.add_argument("--data", required=True, help="JSONL with 'prompt' and 'response' per line")
-    p.add_argument("--model", default="tiny", help="a transformers model directory, or tiny")
-    p.add_argument("--output-dir", default="runs/sft")
-    p.add_argument("--steps", type=int, default=500)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--prompt-template", default="spiral", choices=["spiral", "bare"])
+    p.add_argument("--model", default="tiny", help="a transformers model directory, a hub id, or tiny (default: tiny)")
+    p.add_argument(
+        "--output-dir", default="runs/sft", help="the model is written to OUTPUT_DIR/model (default: %(default)s)"
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=500,
+        help="optimizer steps (default: 500; a progress bar shows the loss and time left)",
+    )
+    p.add_argument("--batch", type=int, default=32, help="examples per step (default: 32)")
+    p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default: 1e-4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of batch sampling and of the tiny model (default: 0)")
+    p.add_argument(
+        "--prompt-template",
+        default="spiral",
+        choices=["spiral", "bare"],
+        help="spiral: SPIRAL's instructions around the observation; bare: the observation alone (default: spiral)",
+    )
     p.set_defaults(func=cmd_sft)
 
     p = sub.add_parser("leaderboard", help="cross-play ratings: run a duplicate round robin, or show stored results")
@@ -196,12 +304,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The extra that brings each optional top-level module (every one of them comes with `train`).
+EXTRA_OF = {
+    "torch": "train",
+    "transformers": "train",
+    "tokenizers": "train",
+    "peft": "train",
+    "yaml": "train",
+    "fastapi": "api",
+    "uvicorn": "api",
+    "httpx": "api",
+    "scipy": "leaderboard",
+    "matplotlib": "leaderboard",
+    "tqdm": "leaderboard",
+    "math_verify": "eval",
+    "vllm": "vllm",
+}
+
+
+def missing_extra(error: ModuleNotFoundError) -> str:
+    """One line naming the missing package and the install that brings it."""
+    module = (error.name or "").split(".")[0]
+    extra = EXTRA_OF.get(module)
+    if extra is None:
+        return f"No module named {module!r}: the install is incomplete; pip install -e '.[train]'"
+    return f"this command needs {module!r}, which is not installed: pip install -e '.[{extra}]' (or '.[train]', all)"
+
+
 def main(argv: list[str] | None = None) -> int:
     from spiral_arena.agents.api import APIError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except UsageError as error:
+        for problem in error.problems:
+            print(f"spiral-arena {args.command}: error: {problem}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:  # an optional dependency that is not installed
+        print(f"spiral-arena {args.command}: error: {missing_extra(error)}", file=sys.stderr)
+        return 2
     except (ValueError, TypeError) as error:
         print(f"spiral-arena: error: {error}", file=sys.stderr)
         return 2

@@ -153,6 +153,8 @@ class TrainConfig:
     # --- evaluation and outputs ----------------------------------------------------------------
     eval_every: int = 16
     """Evaluate every this many steps, and after the last one."""
+    eval_at_start: bool = True
+    """Evaluate the warm-started policy before the first step too (logged as step 0; not on resume)."""
     eval_games: int = 16
     """Games per (game, opponent, seat) at each evaluation."""
     eval_opponents: str = "random,expert"
@@ -245,8 +247,20 @@ class TrainConfig:
                 found.append(("output_dir", f"{self.output_dir} exists and is not a directory"))
         if "eval_reasoning" not in bad and self.eval_reasoning:
             found += [("eval_reasoning", p) for p in _reasoning_problems(self.eval_reasoning, self.eval_reasoning_data)]
-        if "resume" not in bad and self.resume and not self.output_dir:
-            found.append(("resume", "needs output_dir: the run directory to continue"))
+        if "resume" not in bad and self.resume:
+            from trainers import checkpoint
+
+            if not self.output_dir:
+                found.append(("resume", "needs output_dir: the run directory to continue"))
+            elif checkpoint.latest(Path(self.output_dir) / "checkpoints") is None:
+                where = f"{self.output_dir} holds no checkpoint (checkpoints/step_N)"
+                found.append(("resume", f"{where}; drop --resume to start a new run"))
+        if "model" not in bad and self.model != "tiny":
+            from spiral_arena.agents import model_path_problem
+
+            problem = model_path_problem(self.model)
+            if problem is not None:
+                found.append(("model", f"{problem} (or tiny, the embedded CPU model)"))
         if not bad & {"fsdp", "lora_rank"} and self.fsdp and self.lora_rank > 0:
             found.append(("fsdp", "shards a full model and cannot train a LoRA adapter; set lora_rank to 0"))
         for name in ("tensorboard", "wandb"):
@@ -427,7 +441,8 @@ def _game_problems(games: str, obs_format: str) -> list[str]:
             spec = GameSpec.parse(item)
             make(spec.env_id, **spec.options, **({"obs_format": obs_format} if obs_format else {}))
         except (TypeError, ValueError, OSError) as error:
-            problems.append(f"{item!r}: {error}")
+            name = item.split(":")[0].strip()  # the id alone: an option's value may be a secret
+            problems.append(f"{error}" if name in str(error) else f"{name}: {error}")
     return problems
 
 
@@ -446,17 +461,12 @@ def _weights_problem(weights: str, n_games: int) -> str | None:
 
 def _agent_problem(spec: str, self_allowed: bool = False) -> str | None:
     """What is wrong with an opponent spec, checked without loading anything."""
-    from spiral_arena.agents import parse_spec
+    from spiral_arena.agents import spec_problem
 
-    try:
-        parsed = parse_spec(spec)
-    except ValueError as error:
-        return f"{error}; or self (one policy plays both seats)" if self_allowed else str(error)
-    if parsed.kind == "human":
-        return "human cannot be an opponent here: training and evaluation play many games at once, unattended"
-    if parsed.kind == "hf" and not Path(parsed.target).is_dir():
-        return f"{spec!r}: {parsed.target} is not a directory (hf:PATH needs a model or checkpoint directory)"
-    return None
+    problem = spec_problem(spec, human=False)
+    if problem is not None and self_allowed and problem.startswith("unknown agent spec"):
+        return f"{problem}; or self (one policy plays both seats)"
+    return problem
 
 
 def _reasoning_problems(spec: str, data_dir: str) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -86,6 +87,40 @@ def parse_spec(spec: str) -> AgentSpec:
     if not model:
         raise ValueError(f"agent spec {_masked(spec)!r} needs a model id before '@'")
     return AgentSpec(kind, model, url)
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the Hugging Face hub writes it
+
+
+def model_path_problem(path: str, hub: bool = True) -> str | None:
+    """What is wrong with a model location, found before anything loads (None when it looks right):
+    a transformers model or training checkpoint directory (config.json, or adapter_config.json for
+    a LoRA checkpoint), or, with ``hub``, a hub id such as Qwen/Qwen3-4B-Base (downloaded on first use)."""
+    local = Path(path).expanduser()
+    if local.is_dir():
+        if (local / "config.json").is_file() or (local / "adapter_config.json").is_file():
+            return None
+        return f"{path} holds no config.json: not a transformers model or checkpoint directory"
+    if local.exists():
+        return f"{path} is a file; give a model directory"
+    if hub and _HUB_ID.fullmatch(path):
+        return None
+    wanted = "a model or checkpoint directory" + (", or a hub id such as Qwen/Qwen3-4B-Base" if hub else "")
+    return f"model path {path} does not exist; give {wanted}"
+
+
+def spec_problem(spec: str, human: bool = True) -> str | None:
+    """What is wrong with an agent spec, checked without loading or calling anything (None if fine)."""
+    try:
+        parsed = parse_spec(spec)
+    except ValueError as error:
+        return str(error)
+    if parsed.kind == "human" and not human:
+        return "human cannot play here: these games run many at once, unattended"
+    if parsed.kind == "hf":
+        problem = model_path_problem(parsed.target, hub=False)
+        return None if problem is None else f"{_masked(spec)!r}: {problem}"
+    return None
 
 
 def redacted(spec: str) -> str:

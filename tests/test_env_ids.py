@@ -1,0 +1,71 @@
+"""One env-id grammar, ``ID:key=value;key=value``, in make, the CLI and the leaderboard's identity."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import spiral_arena
+from leaderboard import store
+from spiral_arena.cli import main as cli_main
+from spiral_arena.registry import canonical_env_id, parse_env_id
+
+
+def transcript(env, seed: int) -> list[str]:
+    env.reset(seed=seed)
+    seen = []
+    for _agent in env.agent_iter():
+        observation, _, terminated, truncated, info = env.last()
+        seen.append(observation)
+        env.step(None if terminated or truncated else info["legal_actions"][0])
+    return seen
+
+
+def test_options_in_the_id_equal_keyword_options():
+    by_id = spiral_arena.make("KuhnPoker-v0:rounds=1;reward=chips")
+    by_kwargs = spiral_arena.make("KuhnPoker-v0", rounds=1, reward="chips")
+    assert transcript(by_id, 3) == transcript(by_kwargs, 3)
+    assert by_id.game.rounds == 1 and transcript(by_id, 3) != transcript(spiral_arena.make("KuhnPoker-v0"), 3)
+    assert parse_env_id(" Snake-v0: width=6 ; apples=1 ") == ("Snake-v0", {"width": 6, "apples": 1})
+    assert parse_env_id("X-v0:flag=true;ratio=0.5;name=x") == ("X-v0", {"flag": True, "ratio": 0.5, "name": "x"})
+
+
+def test_bad_ids_are_clear_errors():
+    with pytest.raises(TypeError, match="rounds both in the env id and as keyword"):
+        spiral_arena.make("KuhnPoker-v0:rounds=1", rounds=2)
+    with pytest.raises(ValueError, match=r"game option 'rounds' of KuhnPoker-v0 must look like key=value"):
+        spiral_arena.make("KuhnPoker-v0:rounds")
+    with pytest.raises(TypeError, match="valid: rounds, reward, ante, first_player"):
+        spiral_arena.make("KuhnPoker-v0:colour=red")
+    with pytest.raises(ValueError, match="looks like a secret") as error:
+        spiral_arena.make("TwentyQuestions-v0:oracle_api_key=sk-live-123")
+    assert "sk-live-123" not in str(error.value)
+
+
+def test_canonical_spelling_sorts_options():
+    assert canonical_env_id(" KuhnPoker-v0: rounds=1 ; ante=2 ") == "KuhnPoker-v0:ante=2;rounds=1"
+    assert canonical_env_id("TicTacToe-v0") == "TicTacToe-v0"
+
+
+def test_the_leaderboard_stores_options_as_part_of_the_game(tmp_path, capsys):
+    db = tmp_path / "lb.sqlite"
+    games = "KuhnPoker-v0, KuhnPoker-v0: rounds=1"
+    args = ["leaderboard", "run", "--agents", "random,expert", "--games", games, "--games-per-pair", "4"]
+    assert cli_main([*args, "--db", str(db), "--no-progress"]) == 0
+    with sqlite3.connect(db) as conn:
+        stored = dict(conn.execute("SELECT env_id, env_version FROM games GROUP BY env_id").fetchall())
+    assert stored == {"KuhnPoker-v0": "v0", "KuhnPoker-v0:rounds=1": "v0"}
+    conn = store.connect(str(db), create=False)
+    try:
+        assert len(store.load_games(conn, ["KuhnPoker-v0:rounds=1"])) == 4
+    finally:
+        conn.close()
+    capsys.readouterr()
+    # any spelling of the same options finds the same games; the run is not repeated
+    assert cli_main(["leaderboard", "show", "--db", str(db), "--game", "KuhnPoker-v0:rounds = 1"]) == 0
+    assert "KuhnPoker-v0:rounds=1" in capsys.readouterr().out
+    assert cli_main([*args[:-4], "--games", "KuhnPoker-v0:rounds=1", "--games-per-pair", "4", "--db", str(db)]) == 0
+    assert "4 already stored, 0 played" in capsys.readouterr().out
+    assert cli_main([*args[:-4], "--games", "KuhnPoker-v0:rounds=0", "--db", str(db)]) == 2
+    assert "rounds must be a positive integer" in capsys.readouterr().err
