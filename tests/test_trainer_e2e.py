@@ -60,15 +60,16 @@ def test_run_directory_has_everything(finished_run):
     config = json.loads((run / "config.json").read_text())
     assert config["recipe"] == "tiny" and config["steps"] == 4
     metrics = rows(run)
-    assert [r["step"] for r in metrics] == [0, 1, 2, 3, 4]  # 0 = the SFT warm start
+    assert [r["step"] for r in metrics] == [0, 1, 2, 3, 4]  # 0 = the SFT warm start and its evaluation
     assert metrics[0]["sft/loss_last"] < metrics[0]["sft/loss_first"]
+    assert "eval/KuhnPoker-v0:rounds=1/random/win" in metrics[0] and "loss" not in metrics[0]
     for r in metrics[1:]:
         assert r["samples"] >= 24 and r["lr"] > 0 and "loss" in r
         # on-policy: the learner's log-probs of the sampled tokens are the engine's, from step 1 on
         assert r["logprob_gap/mean"] < 1e-4 and r["logprob_gap/max"] < 1e-3
         assert any(k.startswith("rae/KuhnPoker-v0:rounds=1/") for k in r)
     evals = [r for r in metrics if "eval/kuhn_exploitability" in r]
-    assert [r["step"] for r in evals] == [2, 4]
+    assert [r["step"] for r in evals] == [0, 2, 4]
     assert 0 <= evals[-1]["eval/kuhn_exploitability"] <= 1
     assert "eval/KuhnPoker-v0:rounds=1/expert/win" in evals[-1]
     transcript = [json.loads(line) for line in (run / "transcripts.jsonl").read_text().splitlines()]
@@ -242,7 +243,7 @@ def test_collect_then_sft_from_the_cli(tmp_path):
     records = [json.loads(line) for line in data.read_text().splitlines()]
     assert len(records) >= 80 and all(r["response"].startswith("\\boxed{[") for r in records)
     out = tmp_path / "sft"
-    subprocess.run(
+    sft_run = subprocess.run(
         [
             *cli,
             "sft",
@@ -262,10 +263,14 @@ def test_collect_then_sft_from_the_cli(tmp_path):
         cwd=REPO,
         check=True,
         capture_output=True,
+        text=True,
         timeout=600,
     )
     settings = json.loads((out / "model" / "spiral_arena.json").read_text())
     assert settings["loss_last"] < settings["loss_first"]
+    # it says what it does, shows the loss on its bar (with tqdm's time left), and ends with the loss
+    assert "SFT: 30 steps of 16 examples" in sft_run.stdout and "loss=" in sft_run.stderr
+    assert f"SFT loss {settings['loss_first']:.3f} -> {settings['loss_last']:.3f}" in sft_run.stdout
     from spiral_arena.agents import make_agent
 
     agent = make_agent(f"hf:{out / 'model'}", max_new_tokens=10)
@@ -323,3 +328,39 @@ def test_reasoning_check_during_training(tmp_path):
 
     with pytest.raises(ConfigError, match="eval_reasoning: unknown benchmark 'math5000'"):
         TrainConfig.build({**SMALL, "eval_reasoning": "math5000:2", "eval_reasoning_data": str(data)})
+
+
+def test_cli_training_output_summary_and_resume(tmp_path, capsys):
+    """What a user sees: one line per evaluation (step 0 included), a bar counted in steps, a final
+    table naming the README targets, and on --resume the step it resumed at."""
+    from spiral_arena.cli import main as cli_main
+
+    out = tmp_path / "run"
+    flags = [
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in {**SMALL, "eval_env_ids": "", "games": "KuhnPoker-v0:rounds=1"}.items()
+    ]
+    flags += ["--game-weights=", f"--output-dir={out}", "--no-plots"]
+    assert cli_main(["train", *flags]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert [line.split(" eval:")[0].split()[-1] for line in lines if " eval: " in line] == ["0", "2", "4"]
+    assert "Kuhn exploitability" in lines[0]
+    assert "Final evaluation at step 4" in captured.out
+    assert "KuhnPoker-v0:rounds=1" in captured.out and "PigDice-v0 (out-of-domain)" in captured.out
+    assert "README targets (tiny recipe): Kuhn single-hand exploitability <= 0.25:" in captured.out
+    assert "4/4" in captured.err and "step" in captured.err  # the bar counts steps, not seconds
+    assert f"run written to {out}" in captured.out
+
+    import shutil
+
+    shutil.rmtree(out / "checkpoints" / "step_000004")
+    assert cli_main(["train", *flags, "--resume"]) == 0
+    captured = capsys.readouterr()
+    assert f"resumed {out} at step 2 of 4 (from step_000002)" in captured.out
+    assert [line.split(" eval:")[0].split()[-1] for line in captured.out.splitlines() if " eval: " in line] == ["4"]
+
+    empty = tmp_path / "empty"
+    assert cli_main(["train", f"--output-dir={empty}", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "resume:" in err and "holds no checkpoint" in err and not empty.exists()

@@ -85,3 +85,99 @@ def kuhn_metrics(model, policy: Policy, obs_format: str = "") -> dict[str, float
     out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
     out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
     return out
+
+
+# The tiny recipe's targets, as the README states them: (metric, at most or at least, threshold, name).
+TARGETS = (
+    ("kuhn_exploitability", "max", 0.25, "Kuhn single-hand exploitability <= 0.25"),
+    ("tictactoe_vs_random", "min", 0.80, "TicTacToe win-or-draw vs random >= 0.80"),
+    ("invalid", "max", 0.02, "invalid answers <= 2%"),
+)
+
+
+def match_table(scores: dict[str, float]) -> dict[str, dict[str, dict[str, float]]]:
+    """``eval/GAME/OPPONENT/OUTCOME`` numbers as {game: {opponent: {outcome: rate}}}; games keep
+    their options (``KuhnPoker-v0:rounds=1``)."""
+    table: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for key, value in scores.items():
+        parts = key.removeprefix("eval/").rsplit("/", 2)
+        if key.startswith("eval/") and len(parts) == 3 and parts[2] in ("win", "draw", "loss", "invalid"):
+            game, opponent, outcome = parts
+            table[game][opponent][outcome] = value
+    return table
+
+
+def headline(scores: dict[str, float], trained: list[str]) -> dict[str, float]:
+    """The numbers the targets read: exploitability, TicTacToe win-or-draw vs random, and the
+    invalid rate over the trained games' matches."""
+    table = match_table(scores)
+    out = {}
+    if "eval/kuhn_exploitability" in scores:
+        out["kuhn_exploitability"] = scores["eval/kuhn_exploitability"]
+    for game, rows in table.items():
+        if game.split(":")[0] == "TicTacToe-v0" and "random" in rows:
+            out["tictactoe_vs_random"] = rows["random"].get("win", 0.0) + rows["random"].get("draw", 0.0)
+    invalid = [r["invalid"] for g in trained if g in table for r in table[g].values() if "invalid" in r]
+    if invalid:
+        out["invalid"] = sum(invalid) / len(invalid)
+    return out
+
+
+def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
+    """One quiet line per evaluation: exploitability, then win-or-draw of each trained game per
+    opponent (the out-of-domain games are in metrics.jsonl and the final summary)."""
+    parts = []
+    if "eval/kuhn_exploitability" in scores:
+        parts.append(f"Kuhn exploitability {scores['eval/kuhn_exploitability']:.3f}")
+    for game, rows in match_table(scores).items():
+        if game not in trained:
+            continue
+        shown = ", ".join(f"{o} {r.get('win', 0) + r.get('draw', 0):.2f}" for o, r in rows.items())
+        invalid = max(r.get("invalid", 0.0) for r in rows.values())
+        parts.append(f"{game.split('-v')[0]} W+D {shown}" + (f" (invalid {invalid:.0%})" if invalid else ""))
+    return f"step {step:>4} eval: " + " | ".join(parts)
+
+
+def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any) -> str:
+    """The closing table: win-or-draw and loss per game and opponent, exploitability, invalid rate,
+    time, and which README targets (tiny recipe) are met."""
+    from trainers.rollout import parse_mixture
+
+    trained = [s.label for s in parse_mixture(config.games, config.game_weights)[0]]
+    table = match_table(scores)
+    opponents = list(dict.fromkeys(o for rows in table.values() for o in rows))
+    width = max([len(g) for g in table] + [len("game")]) + len(" (out-of-domain)")
+    lines = [
+        f"\nFinal evaluation at step {scores.get('step', step)} ({seconds / 60:.1f} min of training; "
+        f"temperature {config.eval_temperature:g}, {config.eval_games} games per seat and opponent):"
+    ]
+    if table:
+        lines.append(f"  {'game':<{width}}" + "".join(f"  {'W+D / L vs ' + o:>22}" for o in opponents) + "  invalid")
+        for game, rows in table.items():
+            name = game if game in trained else f"{game} (out-of-domain)"
+            cells = "".join(
+                f"  {rows[o].get('win', 0) + rows[o].get('draw', 0):>15.2f} / {rows[o].get('loss', 0):.2f}"
+                if o in rows
+                else f"  {'-':>22}"
+                for o in opponents
+            )
+            invalid = max(r.get("invalid", 0.0) for r in rows.values())
+            lines.append(f"  {name:<{width}}{cells}  {invalid:>6.1%}")
+    numbers = headline(scores, trained)
+    if "kuhn_exploitability" in numbers:
+        lines.append(
+            f"  Kuhn single-hand exploitability {numbers['kuhn_exploitability']:.3f} "
+            "(Nash 0; any card-blind policy 1/3; uniform random 11/24)"
+        )
+    checked = []
+    for key, kind, limit, name in TARGETS:
+        if key in numbers:
+            value = numbers[key]
+            met = value <= limit if kind == "max" else value >= limit
+            shown = f"{value:.1%}" if key == "invalid" else f"{value:.3f}"
+            checked.append(f"{name}: {shown} {'met' if met else 'NOT met'}")
+    if checked:
+        lines.append("  README targets (tiny recipe): " + "; ".join(checked))
+    if not table and not numbers:
+        lines.append("  (no evaluation numbers: eval_opponents is empty and Kuhn is not trained)")
+    return "\n".join(lines)

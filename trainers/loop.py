@@ -29,7 +29,7 @@ from spiral_arena.agents.prompting import stop_token_ids
 from trainers import checkpoint
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, gather_states, is_sharded, optimizer_loader, select_device, shard
-from trainers.evaluate import eval_games, kuhn_metrics, play_against
+from trainers.evaluate import eval_games, eval_line, final_summary, kuhn_metrics, play_against
 from trainers.logprobs import pack, response_logprobs
 from trainers.losses import kl_to_reference, policy_loss
 from trainers.rae import RAE
@@ -88,6 +88,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     # --- warm start (once per run; a resumed run reloads it) --------------------------------------
     # Every rank runs the same seeded SFT, so all start from identical weights.
     warm_dir = run_dir / "warm_start"
+    start_row: dict[str, Any] = {"step": 0}  # step 0: the warm start's loss and evaluation
     if previous is None and config.sft_steps > 0:
         records = list(
             play_transcripts("random", specs, weights, games=2000, seed=config.seed, obs_format=config.obs_format)
@@ -103,7 +104,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             progress=progress and ddp.main,
             autocast=lambda: autocast(config, device),
         )
-        log.write({"step": 0, "sft/loss_first": losses[0], "sft/loss_last": losses[-1]})
+        start_row.update({"sft/loss_first": losses[0], "sft/loss_last": losses[-1]})
     if previous is None and ddp.main and (config.sft_steps > 0 or config.kl_coef > 0):
         model.save_pretrained(warm_dir)  # the policy RL starts from (and the KL anchor)
         tokenizer.save_pretrained(warm_dir)
@@ -128,8 +129,19 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             previous, optimizer_loader(model, optimizer), scheduler, rae, shard_rngs, learner_rng
         )["step"]
 
+    if previous is not None and ddp.main:
+        print(f"resumed {run_dir} at step {start} of {config.steps} (from {previous.name})")
+
     started = time.monotonic()
     bar = progress_bar(config, start, progress and ddp.main)
+    if previous is None and config.eval_at_start and (ddp.main or config.fsdp):  # the warm start's own numbers
+        with autocast(config, device):
+            scores = evaluate(model, policy, config, specs, play=ddp.main)
+        if ddp.main:
+            start_row.update({"time_s": time.monotonic() - started, **scores})
+            bar.write(eval_line(0, scores, [s.label for s in specs]))
+    if len(start_row) > 1:
+        log.write(start_row)
     step = start
     for step in range(start + 1, config.steps + 1):
         # 1. rollouts ------------------------------------------------------------------------
@@ -207,6 +219,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             if ddp.main:
                 metrics.update(scores)
                 log.transcripts(step, turns)
+                bar.write(eval_line(step, scores, [s.label for s in specs]))
         log.write(metrics)
         if step % config.save_every == 0 or last:
             states = ddp.gather({s: shard_rngs[s].bit_generator.state for s in shards})
@@ -230,6 +243,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         if out_of_time:
             break
     bar.close()
+    if ddp.main and progress:
+        print(final_summary(log.last_eval, step, time.monotonic() - started, config))
     if config.plots and ddp.main:
         from trainers.plots import plot_run
 
@@ -518,6 +533,7 @@ class MetricsLog:
         self, run_dir: Path, resume_step: int | None, enabled: bool = True, config: TrainConfig | None = None
     ) -> None:
         self.enabled = enabled
+        self.last_eval: dict[str, Any] = {}  # the latest row with evaluation numbers, for the final summary
         self.tensorboard = self.wandb = None
         if not enabled:
             return
@@ -548,6 +564,8 @@ class MetricsLog:
     def write(self, metrics: dict[str, Any]) -> None:
         if not self.enabled:
             return
+        if any(k.startswith("eval/") for k in metrics):
+            self.last_eval = metrics
         self.metrics.write(json.dumps(metrics) + "\n")
         self.metrics.flush()
         numbers = {k: v for k, v in metrics.items() if k != "step" and isinstance(v, (int, float))}
@@ -581,32 +599,30 @@ class MetricsLog:
 
 
 class progress_bar:  # noqa: N801 - used like tqdm
-    """A tqdm bar over steps (or seconds, under a time limit) showing the latest key numbers."""
+    """A tqdm bar over steps, with its ETA, showing the latest key numbers (and the time limit, if any)."""
 
     def __init__(self, config: TrainConfig, start: int, enabled: bool) -> None:
         from tqdm import tqdm
 
-        self.by_time = config.time_limit_s > 0
-        total = config.time_limit_s if self.by_time else config.steps
-        self.bar = tqdm(
-            total=total,
-            initial=0 if self.by_time else start,
-            disable=not enabled,
-            unit="s" if self.by_time else "step",
-            dynamic_ncols=True,
-        )
+        self.time_limit_s = config.time_limit_s
+        self.bar = tqdm(total=config.steps, initial=start, disable=not enabled, unit="step", dynamic_ncols=True)
 
     def update(self, metrics: dict[str, Any]) -> None:
-        if self.by_time:
-            self.bar.n = min(self.bar.total, round(metrics["time_s"], 1))
-        else:
-            self.bar.update(1)
-        shown = {"step": metrics["step"]}
+        self.bar.update(1)
+        shown = {}
         for key in ("eval/kuhn_exploitability", "loss", "kl"):
             if key in metrics:
                 shown[key.split("/")[-1]] = f"{metrics[key]:.3f}"
-        self.bar.set_postfix(shown)
+        if self.time_limit_s > 0:
+            shown["time"] = f"{metrics['time_s']:.0f}/{self.time_limit_s:.0f}s"
+        self.bar.set_postfix(shown, refresh=False)
         self.bar.refresh()
+
+    def write(self, line: str) -> None:
+        """A line above the bar (or plain, when the bar is off)."""
+        if self.bar.disable:
+            return
+        self.bar.write(line)
 
     def close(self) -> None:
         self.bar.close()

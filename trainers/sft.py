@@ -56,8 +56,11 @@ def read_transcripts(path: str | Path) -> list[dict]:
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
             continue
-        record = json.loads(line)
-        if not {"prompt", "response"} <= record.keys():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{n}: not a JSON object ({error.msg})") from None
+        if not isinstance(record, dict) or not {"prompt", "response"} <= record.keys():
             raise ValueError(f"{path}:{n}: each line needs 'prompt' and 'response' fields")
         records.append(record)
     if not records:
@@ -88,7 +91,8 @@ def sft(
 
     losses = []
     model.train()
-    for _ in tqdm(range(steps), desc="SFT warm start", disable=not progress, dynamic_ncols=True):
+    bar = tqdm(range(steps), desc="SFT", unit="step", disable=not progress, dynamic_ncols=True)
+    for _ in bar:
         idx = rng.choice(len(records), size=min(batch, len(records)), replace=False)
         ids, attention, positions, mask = pack(
             [prompts[i] for i in idx], [targets[i] for i in idx], tokenizer.pad_token_id, device
@@ -101,6 +105,7 @@ def sft(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)  # the bar's own ETA says how long is left
     return losses
 
 
@@ -150,7 +155,9 @@ def run_sft(
     net = AutoModelForCausalLM.from_pretrained(model)
     stops = stop_token_ids(tokenizer, net.generation_config)
     policy = Policy(HFEngine(net, stops, tokenizer.pad_token_id), tokenizer, prompt_template, stops)
+    print(f"SFT: {steps} steps of {min(batch, len(records))} examples from {len(records)} in {data}")
     losses = sft(net, policy, records, steps, batch, lr, seed, progress=True)
+    print(f"SFT loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     final = output_dir / "model"
     net.save_pretrained(final)
     tokenizer.save_pretrained(final)
