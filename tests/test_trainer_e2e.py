@@ -97,6 +97,11 @@ def test_checkpoint_plays_as_an_hf_agent(finished_run):
     path = sorted((finished_run / "checkpoints").glob("step_*"))[-1]
     agent = make_agent(f"hf:{path}", max_new_tokens=12)
     assert agent.obs_format == "last" and agent.prompt_template == "bare"
+    # unset sampling settings are the ones the run evaluated with; given ones win
+    config = json.loads((finished_run / "config.json").read_text())
+    assert (agent.temperature, agent.top_p, agent.max_new_tokens) == (config["eval_temperature"], config["top_p"], 12)
+    assert make_agent(f"hf:{path}").max_new_tokens == config["max_new_tokens"]
+    assert make_agent(f"hf:{path}", temperature=0).temperature == 0
     env = spiral_arena.make("KuhnPoker-v0")  # full-history observations: the agent reads the last message
     record = play_game(env, [agent, RandomAgent(0)], seed=1)
     assert sum(record.returns) == 0

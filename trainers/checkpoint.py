@@ -60,6 +60,13 @@ def save(
         "prompt_template": config.get("prompt_template", "spiral"),
         "obs_format": config.get("obs_format", ""),
         "base_model": extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
+        # how the run evaluated it: hf:PATH plays with these unless told otherwise, so a checkpoint
+        # plays as well as the run's own evaluation said
+        "sampling": {
+            "temperature": config.get("eval_temperature", 1.0),
+            "top_p": config.get("top_p", 1.0),
+            "max_new_tokens": config.get("max_new_tokens", 256),
+        },
     }
     (tmp / "spiral_arena.json").write_text(json.dumps(settings))
     shutil.rmtree(final, ignore_errors=True)

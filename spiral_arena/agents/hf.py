@@ -11,6 +11,7 @@ from spiral_arena.agents.prompting import single_turn_prompt, stop_token_ids
 from spiral_arena.core.observations import last_message
 
 SETTINGS_FILE = "spiral_arena.json"  # written by the trainer into every checkpoint
+DEFAULT_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}  # for plain model directories
 
 
 class HFAgent(BaseAgent):
@@ -19,17 +20,19 @@ class HFAgent(BaseAgent):
     The prompt is one user turn (framing, observation, answer instruction) through the model's
     chat template, as in SPIRAL. A training checkpoint's ``spiral_arena.json`` says how it was
     prompted (``prompt_template`` "bare" = the observation alone; ``obs_format`` "last" = only the
-    latest message), and the agent prompts it the same way in any env. ``temperature=0`` decodes
-    greedily. Sampling uses torch's global generator, reseeded by ``reset(seed)``.
+    latest message), and the agent prompts it the same way in any env; its ``sampling`` (the run's
+    evaluation temperature, top-p and answer length) are the defaults of ``temperature``, ``top_p``
+    and ``max_new_tokens``. ``temperature=0`` decodes greedily. Sampling uses torch's global
+    generator, reseeded by ``reset(seed)``.
     """
 
     def __init__(
         self,
         path: str,
         device: str | None = None,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        max_new_tokens: int = 256,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_new_tokens: int | None = None,
         seed: int | None = None,
     ) -> None:
         try:
@@ -65,7 +68,11 @@ class HFAgent(BaseAgent):
         # every token that ends a turn, the chat template's end of turn first: chat models end a
         # reply with it (Qwen's <|im_end|>), not with the tokenizer's EOS
         self.stop_ids = stop_token_ids(self.tokenizer, self.model.generation_config)
-        self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
+        # unset sampling settings come from the checkpoint (how its run evaluated it), else 1.0 / 1.0 / 256
+        recorded = {**DEFAULT_SAMPLING, **settings.get("sampling", {})}
+        self.temperature = recorded["temperature"] if temperature is None else temperature
+        self.top_p = recorded["top_p"] if top_p is None else top_p
+        self.max_new_tokens = recorded["max_new_tokens"] if max_new_tokens is None else max_new_tokens
         self.reset(seed)
 
     def reset(self, seed: int | None = None) -> None:
