@@ -2,23 +2,33 @@
 
 Shapes: ``logprobs``, ``old_logprobs``, ``mask`` are [batch, tokens] (mask 1 on response tokens),
 ``advantages`` is [batch] (one scalar per turn, broadcast to its tokens).
+
+SPIRAL uses a symmetric PPO clip and Dr.GRPO aggregation; the 20 Questions recipe (StarPO and
+ΔBelief-RL) uses a wider upper clip (ε_low 0.2, ε_high 0.28), dual-clip c = 3 and the mean over each
+sequence's tokens, then over sequences.
 """
 
 from __future__ import annotations
 
 import torch
 
-AGGREGATIONS = ("dr_grpo", "token_mean")
+AGGREGATIONS = ("dr_grpo", "token_mean", "seq_mean_token_mean")
 LOSSES = ("ppo", "reinforce")
 
 
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, max_tokens: int) -> torch.Tensor:
     """``dr_grpo``: sum over tokens / a constant (the generation limit), mean over the batch, so
-    long answers are not down-weighted per token (Dr.GRPO); ``token_mean``: mean over all tokens."""
+    long answers are not down-weighted per token (Dr.GRPO); ``token_mean``: mean over all tokens;
+    ``seq_mean_token_mean``: mean over each sequence's tokens, then over the sequences that have
+    tokens, so every turn weighs the same whatever its length (verl's name, the 20 Questions recipe)."""
     if how == "dr_grpo":
         return (per_token * mask).sum(dim=1).div(max_tokens).mean()
     if how == "token_mean":
         return (per_token * mask).sum() / mask.sum().clamp(min=1)
+    if how == "seq_mean_token_mean":
+        tokens_per_sequence = mask.sum(dim=1)
+        sequence_means = (per_token * mask).sum(dim=1) / tokens_per_sequence.clamp(min=1)
+        return sequence_means.sum() / (tokens_per_sequence > 0).sum().clamp(min=1)
     raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
 
 
@@ -31,21 +41,49 @@ def policy_loss(
     clip: float = 0.2,
     aggregation: str = "dr_grpo",
     max_tokens: int = 4096,
+    *,
+    clip_high: float | None = None,
+    dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """PPO-clip, or REINFORCE (-A * log pi); returns the loss and the clip fraction."""
+    """PPO-clip, or REINFORCE (-A * log pi); returns the loss and its clip statistics.
+
+    The ratio is clipped to [1 - clip, 1 + clip_high] (``clip_high`` None: symmetric, SPIRAL's rule).
+    A wider upper bound lets unlikely tokens with positive advantage gain more per step, which keeps
+    exploration alive (DAPO's "clip higher"). ``dual_clip`` c > 1 bounds the loss of a token with
+    negative advantage by -c * A: without it a token whose ratio has grown far above 1 + clip_high
+    (off-policy data) would get a loss, and a gradient, that grows with the ratio without limit; with
+    it such a token contributes a constant and no gradient. Positive advantages are untouched.
+
+    ``clip_fraction``: share of response tokens where the clipped term was taken; with dual clip,
+    ``dual_clip_fraction``: share where the -c * A bound was taken.
+    """
+    if advantages.dim() != 1:
+        raise ValueError(f"advantages must have shape [batch] (one per turn), got {tuple(advantages.shape)}")
+    if clip_high is not None and clip_high <= 0:
+        raise ValueError(f"clip_high must be positive, got {clip_high}")
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be greater than 1, got {dual_clip}")
     adv = advantages.unsqueeze(1)
+    tokens = mask.sum().clamp(min=1)
+    stats: dict[str, float] = {}
     if kind == "ppo":
         ratio = torch.exp(logprobs - old_logprobs)
-        unclipped = ratio * adv
-        clipped = ratio.clamp(1.0 - clip, 1.0 + clip) * adv
-        per_token = -torch.minimum(unclipped, clipped)
-        clipped_share = ((unclipped > clipped).float() * mask).sum() / mask.sum().clamp(min=1)
+        upper = clip if clip_high is None else clip_high
+        unclipped_loss = -ratio * adv
+        clipped_loss = -ratio.clamp(1.0 - clip, 1.0 + upper) * adv
+        per_token = torch.maximum(unclipped_loss, clipped_loss)
+        stats["clip_fraction"] = float(((clipped_loss > unclipped_loss).float() * mask).sum() / tokens)
+        if dual_clip is not None:
+            bound = -dual_clip * adv
+            bounded = (adv < 0) & (per_token > bound)
+            per_token = torch.where(bounded, bound, per_token)
+            stats["dual_clip_fraction"] = float((bounded.float() * mask).sum() / tokens)
     elif kind == "reinforce":
         per_token = -logprobs * adv
-        clipped_share = torch.zeros(())
+        stats["clip_fraction"] = 0.0
     else:
         raise ValueError(f"loss must be one of {LOSSES}, got {kind!r}")
-    return aggregate(per_token, mask, aggregation, max_tokens), {"clip_fraction": float(clipped_share)}
+    return aggregate(per_token, mask, aggregation, max_tokens), stats
 
 
 def kl_to_reference(
