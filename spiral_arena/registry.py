@@ -28,7 +28,8 @@ from spiral_arena.games.truth_and_deception import TruthAndDeception
 from spiral_arena.games.twenty_questions import TwentyQuestions
 
 ENV_KWARGS = ("obs_format", "invalid_move", "render_mode")
-_SECRET = re.compile(r"key|token|secret|password", re.I)
+# option names that hold credentials (Twenty Questions' "secret" is the word to find, not one of them)
+_SECRET = re.compile(r"api_?key|(^|_)key$|token|password|passwd|credential|auth", re.I)
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,21 @@ class TrainConfig:
     """Reward of the other player when an invalid move ends the game (training only; evaluation uses +1)."""
 
     # --- advantage ---------------------------------------------------------------------
+    algo: str = "rae"
+    """"rae": two-player self-play with role-conditioned baselines (SPIRAL). For single-player games
+    (Twenty Questions): "starpo" (each game's return against the other games on its secret) or
+    "delta-belief" (per-turn rewards with a bonus for raising the policy's own belief in the secret,
+    compared per turn within the group). The last two bring their recipe: clip_high 0.28, dual_clip 3,
+    1 epoch, no KL; flags override it."""
+    group_size: int = 16
+    """starpo / delta-belief: games per group, all on one secret (one reset seed) in one step."""
+    groups_per_step: int = 8
+    """starpo / delta-belief: groups played per policy step (a multiple of rollout_shards)."""
+    belief_coef: float = 0.1
+    """delta-belief: weight of the belief-gain bonus (upstream's lambda)."""
+    turn_norm: str = "padded"
+    """delta-belief: "padded" compares turn t with every game of the group, finished ones as 0 (upstream);
+    "active" only with the games still running at turn t."""
     rae: bool = True
     """Role-conditioned advantage: R - EMA baseline per (game, role). False = plain REINFORCE on R."""
     rae_decay: float = 0.95
@@ -114,12 +129,17 @@ class TrainConfig:
     """"ppo" (clipped ratio) or "reinforce"."""
     clip: float = 0.2
     """PPO clip range: probability ratios outside [1 - clip, 1 + clip] give no gradient."""
+    clip_high: float = 0.0
+    """Upper PPO clip range when it differs from clip ([1 - clip, 1 + clip_high]); 0 = clip."""
+    dual_clip: float = 0.0
+    """Dual clip c > 1: a token with negative advantage loses at most -c * A; 0 = off."""
     epochs: int = 2
     """Learner passes over each step's samples."""
     micro_batch: int = 8
     """Samples per forward/backward pass; gradients accumulate over the whole step."""
     aggregation: str = "dr_grpo"
-    """"dr_grpo" (token sum / max_new_tokens) or "token_mean"."""
+    """"dr_grpo" (token sum / max_new_tokens), "token_mean", or "seq_mean_token_mean" (each turn's token
+    mean, then the mean over turns)."""
     lr: float = 1e-6
     """Peak learning rate of AdamW."""
     lr_schedule: str = "constant"
@@ -196,6 +216,9 @@ class TrainConfig:
         if recipe == "auto":
             recipe = "tiny" if known.get("model", "tiny") == "tiny" else "spiral"
         settings = dict(RECIPES.get(recipe, {}))  # an unknown recipe is reported by validate()
+        algo = known.get("algo", "rae")
+        settings.update(ALGO_RECIPES.get(algo, {}))  # the algorithm's own settings, then the recipe's for it
+        settings.update(ALGO_RECIPES.get(f"{algo}/{recipe}", {}))
         recipe_weights = settings.get("game_weights")
         if recipe_weights and "games" in known and "game_weights" not in known:
             if _count(known["games"]) != _count(recipe_weights):
@@ -245,6 +268,11 @@ class TrainConfig:
         if "output_dir" not in bad and self.output_dir and Path(self.output_dir).exists():
             if not Path(self.output_dir).is_dir():
                 found.append(("output_dir", f"{self.output_dir} exists and is not a directory"))
+        if not bad & {"algo", "games", "opponent"} and self.algo != "rae":
+            found += [("algo", problem) for problem in _algo_problems(self.algo, self.games, self.opponent)]
+        if not bad & {"algo", "groups_per_step", "rollout_shards"} and self.algo != "rae":
+            if self.groups_per_step % self.rollout_shards:
+                found.append(("groups_per_step", f"must be a multiple of rollout_shards ({self.rollout_shards})"))
         if "eval_reasoning" not in bad and self.eval_reasoning:
             found += [("eval_reasoning", p) for p in _reasoning_problems(self.eval_reasoning, self.eval_reasoning_data)]
         if "resume" not in bad and self.resume:
@@ -291,7 +319,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "prompt_template": ("spiral", "bare"),
     "obs_format": ("", *OBS_FORMATS),
     "loss": ("ppo", "reinforce"),
-    "aggregation": ("dr_grpo", "token_mean"),
+    "aggregation": ("dr_grpo", "token_mean", "seq_mean_token_mean"),
+    "algo": ("rae", "starpo", "delta-belief"),
+    "turn_norm": ("padded", "active"),
     "lr_schedule": ("constant", "warmup", "cosine"),
 }
 
@@ -340,6 +370,10 @@ RANGES: dict[str, Range] = {
     "rae_decay": _FRACTION,
     "steps": _AT_LEAST_1,
     "clip": _POSITIVE,
+    "clip_high": _NON_NEGATIVE,
+    "group_size": Range(2, text="at least 2 (advantages compare the games of a group)"),
+    "groups_per_step": _AT_LEAST_1,
+    "belief_coef": _NON_NEGATIVE,
     "epochs": _AT_LEAST_1,
     "micro_batch": _AT_LEAST_1,
     "lr": _POSITIVE,
@@ -417,6 +451,8 @@ def _value_problem(name: str, value: Any) -> str | None:
         return f"must be one of {', '.join(map(_shown, CHOICES[name]))}; got {_shown(value)!r}"
     if name in RANGES and value not in RANGES[name]:
         return f"must be {RANGES[name]}, got {value!r}"
+    if name == "dual_clip" and value != 0 and not value > 1:
+        return f"must be 0 (off) or greater than 1, got {value!r}"
     if name == "device" and not _DEVICE.fullmatch(value):
         return f"must be auto, cpu, cuda or cuda:N (N a GPU index), got {value!r}"
     if name in ("games", "model") and not value.strip():
@@ -443,6 +479,21 @@ def _game_problems(games: str, obs_format: str) -> list[str]:
         except (TypeError, ValueError, OSError) as error:
             name = item.split(":")[0].strip()  # the id alone: an option's value may be a secret
             problems.append(f"{error}" if name in str(error) else f"{name}: {error}")
+    return problems
+
+
+def _algo_problems(algo: str, games: str, opponent: str) -> list[str]:
+    """Group algorithms train a single player against its own group: every game must have one
+    player, and delta-belief needs a secret to measure belief in (Twenty Questions)."""
+    from spiral_arena.registry import parse_env_id, spec
+
+    problems = [] if opponent == "self" else [f"{algo} trains a single player; opponent must be self"]
+    for item in filter(None, (g.strip() for g in games.split(","))):
+        env_id = parse_env_id(item)[0]
+        if len(spec(env_id).game.agents) != 1:
+            problems.append(f"{algo} is for single-player games; {env_id} has two players (use algo rae)")
+        elif algo == "delta-belief" and env_id != "TwentyQuestions-v0":
+            problems.append(f"delta-belief measures belief in a secret; {env_id} has none (TwentyQuestions-v0 has)")
     return problems
 
 
@@ -558,6 +609,23 @@ RECIPES: dict[str, dict[str, Any]] = {
         "save_every": 50,
         "bf16": False,
     },
+}
+
+
+# The 20 Questions recipe (bethgelab/delta-belief-rl): PPO with a wider upper clip and dual clip, one
+# epoch, no KL; StarPO averages each turn's tokens, then the turns; delta-belief takes the token mean.
+# "ALGO/tiny" adds the CPU settings of the embedded model.
+_GROUP_PPO = {"loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "kl_coef": 0.0}
+_GROUP_TINY = {
+    "games": "TwentyQuestions-v0", "game_weights": "", "group_size": 8, "groups_per_step": 8,
+    "max_new_tokens": 24, "max_game_actions": 20, "obs_format": "", "steps": 40, "eval_every": 10,
+    "eval_games": 32, "sft_steps": 300, "lr": 3e-4, "lr_schedule": "constant",
+}  # fmt: skip
+ALGO_RECIPES: dict[str, dict[str, Any]] = {
+    "starpo": {**_GROUP_PPO, "aggregation": "seq_mean_token_mean"},
+    "delta-belief": {**_GROUP_PPO, "aggregation": "token_mean"},
+    "starpo/tiny": _GROUP_TINY,
+    "delta-belief/tiny": _GROUP_TINY,
 }
 
 

@@ -17,6 +17,7 @@ import torch
 from spiral_arena import list_envs
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
+from spiral_arena.registry import spec as spec_of
 from trainers.logprobs import pack, response_logprobs
 from trainers.rollout import GameSpec, Policy, collect
 
@@ -33,11 +34,13 @@ def eval_games(training_games: list[GameSpec], extra: str) -> list[GameSpec]:
 def play_against(
     policy: Policy, games: list[GameSpec], opponents: list[str], n_games: int, seed: int, **generation: Any
 ) -> dict[str, float]:
-    """Win/draw/loss and invalid rate of the policy vs each opponent, seats alternating."""
+    """Win/draw/loss and invalid rate of the policy vs each opponent, seats alternating. A
+    single-player game (Twenty Questions) has no opponent: it is played once, as "solo"."""
     metrics: dict[str, float] = {}
     for spec in games:
-        for name in opponents:
-            opponent = make_agent(name)
+        solo = len(spec_of(spec.env_id).game.agents) == 1
+        for name in ["solo"] if solo else opponents:
+            opponent = None if solo else make_agent(name)
             if hasattr(opponent, "reset"):
                 opponent.reset(seed=seed)
             results = collect(
@@ -56,6 +59,10 @@ def play_against(
             counts: dict[str, int] = defaultdict(int)
             for r in results:
                 me = r.policy_seats[0]
+                if solo:  # a win is the game's own verdict; there is no draw
+                    counts["win" if r.won else "loss"] += 1
+                    counts["invalid"] += r.invalid_by == me
+                    continue
                 mine, theirs = r.returns[me], r.returns[1 - me]
                 counts["win" if mine > theirs else "loss" if mine < theirs else "draw"] += 1
                 counts["invalid"] += r.invalid_by == me

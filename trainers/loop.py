@@ -10,10 +10,12 @@ One policy step:
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import logging
 import math
 import time
+import warnings
 from collections import defaultdict
 from dataclasses import asdict
 from datetime import datetime
@@ -27,6 +29,7 @@ from torch.distributed.tensor import DTensor
 from spiral_arena.agents import make_agent
 from spiral_arena.agents.prompting import stop_token_ids
 from trainers import checkpoint
+from trainers.belief import log_beliefs
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, gather_states, is_sharded, optimizer_loader, select_device, shard
 from trainers.evaluate import eval_games, eval_line, final_summary, kuhn_metrics, play_against
@@ -35,6 +38,7 @@ from trainers.losses import kl_to_reference, policy_loss
 from trainers.rae import RAE
 from trainers.rollout import EnvPool, GameResult, Policy, Turn, collect, parse_mixture, response_action
 from trainers.sft import play_transcripts, sft
+from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     shard_rngs = {s: np.random.default_rng([config.seed, s]) for s in shards}
     learner_rng = np.random.default_rng([config.seed, 1_000_000])
     samples_per_shard = math.ceil(config.samples_per_step / config.rollout_shards)
+    grouped = config.algo != "rae"  # StarPO / delta-belief: groups of games on one secret, exact counts
+    group_games = config.groups_per_step // config.rollout_shards * config.group_size if grouped else None
     specs, weights = parse_mixture(config.games, config.game_weights)
     generation = dict(
         max_new_tokens=config.max_new_tokens,
@@ -160,6 +166,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     invalid_opponent_reward=config.invalid_opponent_reward,
                     opponent=opponent,
                     pool=envs,
+                    games=group_games,
+                    group_size=config.group_size if grouped else 1,
                     **generation,
                 )
                 for s in shards
@@ -171,14 +179,23 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         own = [game for s in shards for game in by_shard[s]]
         rollout_s = time.monotonic() - t0
 
-        # 2. advantages: RAE baseline per (game, role), read before it is updated ----------------
-        for game in results:
-            for seat in game.policy_seats:
-                ret = game.shaped[seat]
-                adv = rae.advantage(game.game, seat, ret) if config.rae else ret
-                for turn in game.turns:
-                    if turn.role == seat:
-                        turn.advantage = adv
+        # 2. advantages: RAE baseline per (game, role), read before it is updated; or, for a single
+        #    player, each game against the other games of its group (StarPO, delta-belief) ---------
+        t0 = time.monotonic()
+        if grouped:
+            keys = [(s, game.game, game.seed) for s in sorted(by_shard) for game in by_shard[s]]
+            with autocast(config, device):
+                group_stats = group_advantages(results, keys, config, model, policy)
+        else:
+            group_stats = {}
+            for game in results:
+                for seat in game.policy_seats:
+                    ret = game.shaped[seat]
+                    adv = rae.advantage(game.game, seat, ret) if config.rae else ret
+                    for turn in game.turns:
+                        if turn.role == seat:
+                            turn.advantage = adv
+        advantage_s = time.monotonic() - t0
         turns = [t for g in results for t in g.turns]
         trained = [t for g in own for t in g.turns if t.advantage != 0.0]  # zero advantage: no gradient
         total_trained, total_tokens = (
@@ -191,7 +208,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         stats = update(
             model, reference, optimizer, trained, (total_trained, total_tokens), config, learner_rng, device, ddp
         )
-        scheduler.step()
+        with warnings.catch_warnings():  # a step with nothing to train (all advantages 0) skips optimizer.step()
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+            scheduler.step()
         engine.load_weights(model)
         update_s = time.monotonic() - t0
 
@@ -201,7 +220,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             "time_s": time.monotonic() - started,
             "lr": scheduler.get_last_lr()[0],
             "rollout_s": rollout_s,
+            "advantage_s": advantage_s,
             "update_s": update_s,
+            **group_stats,
             "samples": len(turns),
             "trained": total_trained,
             **stats,
@@ -314,7 +335,16 @@ def update(
                 gap_max = max(gap_max, float(gap.max()))
             advantages = torch.tensor([t.advantage for t in batch], device=device)
             loss, info = policy_loss(
-                logp, old[i], advantages, mask, config.loss, config.clip, config.aggregation, config.max_new_tokens
+                logp,
+                old[i],
+                advantages,
+                mask,
+                config.loss,
+                config.clip,
+                config.aggregation,
+                config.max_new_tokens,
+                clip_high=config.clip_high or None,
+                dual_clip=config.dual_clip or None,
             )
             kl = kl_to_reference(logp, ref[i], mask, config.aggregation, config.max_new_tokens) if ref else None
             objective = loss + config.kl_coef * kl if kl is not None else loss
@@ -324,6 +354,7 @@ def update(
             (objective * share * (ddp.world if sharded else 1)).backward()
             totals["loss"] += loss.item() * share / config.epochs
             totals["clip_fraction"] += info["clip_fraction"] * share / config.epochs
+            totals["dual_clip_fraction"] += info.get("dual_clip_fraction", 0.0) * share / config.epochs
             if kl is not None:
                 totals["kl"] += kl.item() * share / config.epochs
         if not sharded:
@@ -333,12 +364,14 @@ def update(
             grad_norm = grad_norm.full_tensor()
         totals["grad_norm"] += float(grad_norm) / config.epochs
         optimizer.step()
-    keys = ("loss", "clip_fraction", "kl")
+    keys = ("loss", "clip_fraction", "kl", "dual_clip_fraction")
     summed = ddp.sum([totals[k] for k in keys] + [gap_sum, gap_tokens])
-    stats = {**dict(zip(keys, summed[:3], strict=True)), "grad_norm": totals["grad_norm"]}
-    if summed[4] == 0:  # no turn carried engine log-probs
+    stats = {**dict(zip(keys, summed[:4], strict=True)), "grad_norm": totals["grad_norm"]}
+    if not config.dual_clip:
+        del stats["dual_clip_fraction"]
+    if summed[5] == 0:  # no turn carried engine log-probs
         return stats
-    stats["logprob_gap/mean"] = summed[3] / summed[4]
+    stats["logprob_gap/mean"] = summed[4] / summed[5]
     stats["logprob_gap/max"] = ddp.max([gap_max])[0]
     if stats["logprob_gap/mean"] > config.logprob_gap_warn:
         logger.warning(
@@ -374,7 +407,8 @@ def autocast(config: TrainConfig, device: torch.device):
 def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = True) -> dict[str, float]:
     """Fixed-seed matches on the training and out-of-domain games (or ``eval_env_ids``; skipped
     when not ``play``), and Kuhn exploitability when Kuhn is trained."""
-    games = eval_games(specs, config.eval_env_ids)
+    # the out-of-domain games are two-player games; a single-player run evaluates on its own games
+    games = eval_games(specs, config.eval_env_ids) if config.algo == "rae" or config.eval_env_ids else specs
     opponents = [o for o in config.eval_opponents.split(",") if o]
     model.eval()
     metrics = {}
@@ -411,6 +445,33 @@ def reasoning(policy: Policy, tokenizer, config: TrainConfig) -> dict[str, float
     )
 
 
+def group_advantages(results: list[GameResult], keys: list, config: TrainConfig, model, policy) -> dict[str, float]:
+    """Advantages of single-player games, each compared with the games of its group (``keys``: one
+    group key per game, the games of one reset seed). StarPO: the group-normalised return on every
+    turn. delta-belief: per-turn rewards (turn penalty + end reward + belief_coef x belief gain, the
+    belief read under the current policy, no gradient), normalised per turn index in the group."""
+    if config.algo == "starpo":
+        for game, advantage in zip(results, starpo_advantages([g.shaped[0] for g in results], keys), strict=True):
+            for turn in game.turns:
+                turn.advantage = advantage
+        return {}
+    histories = [h for g in results for h in [t.prompt for t in g.turns] + [g.final_observation]]
+    secrets = [g.secret for g in results for _ in range(len(g.turns) + 1)]
+    flat = iter(log_beliefs(model, policy, histories, secrets, batch_size=config.micro_batch))
+    rewards, gains = [], []
+    for game in results:
+        beliefs = [next(flat) for _ in range(len(game.turns) + 1)]
+        won = game.won
+        end_reward = game.shaped[0] - sum(game.penalties)
+        rewards.append(delta_belief_rewards(beliefs, game.penalties, end_reward, won, config.belief_coef))
+        gains += [b - a for a, b in itertools.pairwise(beliefs)]
+    max_turns = max(len(r) for r in rewards)
+    for game, advantages in zip(results, turnwise_advantages(rewards, keys, max_turns, config.turn_norm), strict=True):
+        for turn, advantage in zip(game.turns, advantages, strict=True):
+            turn.advantage = advantage
+    return {"belief/gain_mean": float(np.mean(gains)), "belief/positive_share": float(np.mean(np.array(gains) > 0))}
+
+
 def rollout_metrics(results: list[GameResult], turns: list[Turn], seconds: float) -> dict[str, float]:
     out: dict[str, float] = {}
     by_game: dict[str, list[GameResult]] = defaultdict(list)
@@ -421,6 +482,9 @@ def rollout_metrics(results: list[GameResult], turns: list[Turn], seconds: float
         out[f"train/{game}/invalid"] = sum(r.invalid_by is not None for r in rs) / len(rs)
         out[f"train/{game}/draw"] = sum(r.invalid_by is None and len(set(r.returns)) == 1 for r in rs) / len(rs)
         out[f"train/{game}/p0_win"] = sum(r.returns[0] > max(r.returns[1:], default=0) for r in rs) / len(rs)
+        if len(rs[0].returns) == 1:  # a single player: how often it succeeded, and in how many turns
+            out[f"train/{game}/success"] = out.pop(f"train/{game}/p0_win")
+            out[f"train/{game}/turns_mean"] = sum(len(r.turns) for r in rs) / len(rs)
     tokens = sum(len(t.response_ids) for t in turns)
     out["response_tokens_mean"] = tokens / max(1, len(turns))
     out["response_chars_mean"] = sum(len(t.response) for t in turns) / max(1, len(turns))

@@ -46,6 +46,12 @@ class GameResult:
     truncated: bool
     actions: int
     turns: list[Turn] = field(default_factory=list)
+    # single-player group training (StarPO, delta-belief) reads these:
+    seed: int | None = None  # the reset seed; the games of a group share it, so they share the secret
+    penalties: list[float] = field(default_factory=list)  # each policy turn's own reward, end terms excluded
+    final_observation: str = ""  # what the player saw after its last turn (the last belief is read there)
+    secret: str | None = None
+    won: bool = False  # the game's own verdict (outcome winner), whatever the reward
 
 
 @dataclass
@@ -136,7 +142,9 @@ class _Slot:
     env: Any
     spec: GameSpec
     policy_seats: tuple[int, ...]
+    seed: int
     turns: list[Turn] = field(default_factory=list)
+    penalties: list[float] = field(default_factory=list)
     actions: int = 0
 
 
@@ -158,13 +166,16 @@ def collect(
     obs_format: str = "",
     games: int | None = None,
     pool: EnvPool | None = None,
+    group_size: int = 1,
 ) -> list[GameResult]:
     """Play games until finished games hold at least ``min_samples`` policy turns.
 
     No new game starts once the finished and running games are expected to reach the target,
     and running games are always played out, so no decision is wasted and none is off-policy.
     ``opponent`` None is self-play (the policy holds every seat); otherwise the policy holds one
-    seat, alternating between games. ``games`` plays exactly that many games instead (evaluation).
+    seat, alternating between games. ``games`` plays exactly that many games instead (evaluation,
+    group training). ``group_size`` G > 1 launches games in runs of G with one reset seed (one
+    game, one secret), so each group differs from its siblings only in what the policy samples.
     """
     results: list[GameResult] = []
     slots: list[_Slot] = []
@@ -174,14 +185,18 @@ def collect(
 
     pool = pool if pool is not None else EnvPool()
 
+    group: tuple[GameSpec, int] | None = None  # the spec and reset seed of the group being launched
+
     def launch() -> None:
-        nonlocal games_started
-        spec = specs[int(rng.choice(len(specs), p=weights))]
+        nonlocal games_started, group
+        if group is None or games_started % group_size == 0:
+            group = (specs[int(rng.choice(len(specs), p=weights))], int(rng.integers(2**31)))
+        spec, seed = group
         env = pool.take(spec, obs_format)
-        env.reset(seed=int(rng.integers(2**31)))
+        env.reset(seed=seed)
         n = len(env.possible_agents)
         seats = tuple(range(n)) if opponent is None else (games_started % n,)
-        slots.append(_Slot(env, spec, seats))
+        slots.append(_Slot(env, spec, seats, seed))
         games_started += 1
 
     while True:
@@ -227,6 +242,8 @@ def collect(
                     )
                 )
                 _step(slot, text)
+                if len(slot.policy_seats) == 1 and opponent is None:  # a single player: group training reads it
+                    slot.penalties.append(_turn_penalty(slot))
         # 3. finished games leave
         for slot in [s for s in slots if _done(s) or s.actions >= max_game_actions]:
             slots.remove(slot)
@@ -236,6 +253,18 @@ def collect(
             finished_turns += len(result.turns)
             turns_per_game = 0.8 * turns_per_game + 0.2 * max(1, len(result.turns))
     return results
+
+
+def _turn_penalty(slot: _Slot) -> float:
+    """The reward of the turn just played, apart from end-of-game terms: the game's own account of it
+    where it keeps one (Twenty Questions' ``turn_penalty``), else the step reward of a turn that did
+    not end the game (a last turn's reward is taken as all end terms)."""
+    env = slot.env
+    agent = env.possible_agents[slot.turns[-1].role]
+    last_turn = (env.infos.get(agent, {}).get("view") or {}).get("last_turn")
+    if isinstance(last_turn, dict) and "turn_penalty" in last_turn:
+        return float(last_turn["turn_penalty"])
+    return 0.0 if _done(slot) else float(env.rewards.get(agent, 0.0))
 
 
 def _seat(slot: _Slot) -> int:
@@ -264,8 +293,21 @@ def _finish(slot: _Slot, invalid_penalty: float, invalid_opponent_reward: float,
         shaped = tuple(float(r) for r in returns)
     for turn in slot.turns:
         turn.reward = shaped[turn.role]
+    solo = n == 1  # the extras group training reads, skipped for two-player games
     return GameResult(
-        slot.spec.label, tuple(returns), shaped, slot.policy_seats, invalid_by, truncated, slot.actions, slot.turns
+        slot.spec.label,
+        tuple(returns),
+        shaped,
+        slot.policy_seats,
+        invalid_by,
+        truncated,
+        slot.actions,
+        slot.turns,
+        seed=slot.seed,
+        penalties=slot.penalties,
+        final_observation=env.observe(env.possible_agents[0]) if solo else "",
+        secret=getattr(env.state_, "secret", None) if solo else None,
+        won=solo and not truncated and env.infos[env.possible_agents[0]].get("outcome", {}).get("winner") is not None,
     )
 
 

@@ -1,0 +1,171 @@
+"""Single-player group training (StarPO, delta-belief) on Twenty Questions: grouping and seeding, the
+per-turn bookkeeping the advantages read, and end-to-end CPU runs of both algorithms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from test_trainer_units import CharTokenizer, EchoEngine, play  # noqa: E402
+
+from trainers.belief import log_beliefs  # noqa: E402
+from trainers.config import TrainConfig  # noqa: E402
+from trainers.loop import group_advantages, train  # noqa: E402
+from trainers.rollout import Policy, parse_mixture  # noqa: E402
+from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages  # noqa: E402
+
+SCRIPT = ["Is it alive?", "Is it alive?", "bad", "Is it a dog?"]  # fine, repeated, invalid, the secret
+
+
+def scripted(prompt_ids: list[int]) -> str:
+    """The next question of SCRIPT, by how many questions the observation already holds."""
+    asked = "".join(chr(i) for i in prompt_ids).count("[GAME] Question ")
+    return f"\\boxed{{{SCRIPT[min(asked, len(SCRIPT) - 1)]}}}"
+
+
+def counting_engine():
+    """Asks question n of a fixed list on its n-th call overall, so games of one group differ."""
+    calls = iter(range(10**6))
+    return EchoEngine(CharTokenizer(), lambda p: f"\\boxed{{Is it number {next(calls)}?}}")
+
+
+def test_a_group_shares_its_seed_and_secret_and_nothing_else():
+    policy = Policy(counting_engine(), CharTokenizer(), "bare")
+    specs, weights = parse_mixture("TwentyQuestions-v0:max_questions=3", "")
+
+    def groups(seed: int):
+        return play(
+            policy, specs, weights, min_samples=0, games=12, group_size=4, games_in_flight=12,
+            rng=np.random.default_rng(seed), obs_format="full",
+        )  # fmt: skip
+
+    results = groups(0)
+    assert len(results) == 12
+    by_seed: dict[int, list] = {}
+    for r in results:
+        by_seed.setdefault(r.seed, []).append(r)
+    assert sorted(len(g) for g in by_seed.values()) == [4, 4, 4]  # three groups of four
+    for games in by_seed.values():
+        assert len({g.secret for g in games}) == 1  # one secret per group
+        questions = [tuple(t.response for t in g.turns) for g in games]
+        assert len(set(questions)) == 4  # what was sampled differs
+    assert len({games[0].secret for games in by_seed.values()}) > 1 or len(by_seed) == 3
+    again = groups(0)
+    assert [(r.seed, r.secret) for r in sorted(again, key=lambda r: r.seed)] == [
+        (r.seed, r.secret) for r in sorted(results, key=lambda r: r.seed)
+    ]  # seeded: the same groups again
+    assert {r.seed for r in groups(1)}.isdisjoint(by_seed)
+
+
+def test_turn_penalties_end_reward_and_final_observation():
+    policy = Policy(EchoEngine(CharTokenizer(), scripted), CharTokenizer(), "bare")
+    specs, weights = parse_mixture("TwentyQuestions-v0:secret=dog", "")
+    [game] = play(policy, specs, weights, min_samples=0, games=1, games_in_flight=1, rng=np.random.default_rng(0))
+    assert [t.response for t in game.turns] == [f"\\boxed{{{q}}}" for q in SCRIPT]
+    assert game.penalties == [0.0, -1.0, -5.0, 0.0]
+    assert game.won and game.secret == "dog"
+    assert game.shaped[0] == pytest.approx(2.0 - 0.05 * 4 - 6.0)  # win, length, repeat, invalid
+    assert game.shaped[0] - sum(game.penalties) == pytest.approx(1.8)  # the end reward delta-belief adds per turn
+    assert "You found it" in game.final_observation and game.final_observation != game.turns[-1].prompt
+
+
+def lost_game(policy, seed: int):
+    specs, weights = parse_mixture("TwentyQuestions-v0:secret=dog;max_questions=3", "")
+    return play(policy, specs, weights, min_samples=0, games=1, games_in_flight=1, rng=np.random.default_rng(seed))[0]
+
+
+def test_starpo_gives_each_game_its_group_normalised_return_on_every_turn():
+    won = play(
+        Policy(EchoEngine(CharTokenizer(), scripted), CharTokenizer(), "bare"),
+        *parse_mixture("TwentyQuestions-v0:secret=dog", ""),
+        min_samples=0, games=1, games_in_flight=1, rng=np.random.default_rng(0),
+    )[0]  # fmt: skip
+    lost = [lost_game(Policy(counting_engine(), CharTokenizer(), "bare"), s) for s in (1, 2)]
+    results = [won, *lost]
+    config = TrainConfig.build({"algo": "starpo"})
+    assert group_advantages(results, ["g", "g", "g"], config, model=None, policy=None) == {}
+    expected = starpo_advantages([-4.2, -0.15, -0.15], ["g"] * 3)
+    for game, advantage in zip(results, expected, strict=True):
+        assert [t.advantage for t in game.turns] == pytest.approx([advantage] * len(game.turns))
+    assert expected[0] < 0 < expected[1]  # the penalties outweigh the win here
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.engines.hf import HFEngine
+    from trainers.tiny import create_tiny
+
+    path = create_tiny(tmp_path_factory.mktemp("tiny") / "model", ["TwentyQuestions-v0"])
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    stops = [tokenizer.eos_token_id]
+    return model, Policy(HFEngine(model, stops, tokenizer.pad_token_id), tokenizer, "bare", stops)
+
+
+def test_delta_belief_reads_belief_before_each_turn_and_after_the_last(tiny_policy):
+    model, policy = tiny_policy
+    scripted_policy = Policy(EchoEngine(CharTokenizer(), scripted), CharTokenizer(), "bare")
+    won = play(
+        scripted_policy, *parse_mixture("TwentyQuestions-v0:secret=dog", ""),
+        min_samples=0, games=1, games_in_flight=1, rng=np.random.default_rng(0),
+    )[0]  # fmt: skip
+    lost = lost_game(Policy(counting_engine(), CharTokenizer(), "bare"), 1)
+    config = TrainConfig.build({"algo": "delta-belief", "turn_norm": "active", "belief_coef": 0.5})
+    stats = group_advantages([won, lost], ["g", "g"], config, model, policy)
+    expected_rewards = []
+    for game in (won, lost):  # belief b_0 on the first prompt, b_t before turn t + 1, b_T after the last answer
+        histories = [t.prompt for t in game.turns] + [game.final_observation]
+        beliefs = log_beliefs(model, policy, histories, ["dog"] * len(histories))
+        end = game.shaped[0] - sum(game.penalties)
+        expected_rewards.append(delta_belief_rewards(beliefs, game.penalties, end, game.won, lam=0.5))
+    expected = turnwise_advantages(expected_rewards, ["g", "g"], 4, mode="active")
+    got = [[t.advantage for t in g.turns] for g in (won, lost)]
+    assert [len(a) for a in got] == [4, 3]
+    assert [a for game in got for a in game] == pytest.approx([a for game in expected for a in game])
+    assert expected[0][3] == 0.0  # turn 4: only the won game was still running
+    assert set(stats) == {"belief/gain_mean", "belief/positive_share"} and 0 <= stats["belief/positive_share"] <= 1
+
+
+SMALL = {
+    "steps": 2, "sft_steps": 2, "sft_batch": 8, "group_size": 4, "groups_per_step": 2, "obs_format": "last",
+    "max_new_tokens": 8, "eval_every": 2, "eval_games": 4, "games_in_flight": 8, "time_limit_s": 0,
+    "save_every": 2, "micro_batch": 16,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("algo", ["starpo", "delta-belief"])
+def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
+    out = tmp_path / algo
+    train(TrainConfig.build({**SMALL, "algo": algo, "output_dir": str(out)}), progress=False)
+    config = json.loads((out / "config.json").read_text())
+    assert config["games"] == "TwentyQuestions-v0" and config["clip_high"] == 0.28 and config["dual_clip"] == 3.0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for row in rows[1:]:
+        assert row["samples"] >= 8 and "train/TwentyQuestions-v0/success" in row and row["advantage_s"] >= 0
+        assert ("belief/gain_mean" in row) == (algo == "delta-belief")
+    assert "eval/TwentyQuestions-v0/solo/win" in rows[-1] and not any("Snake" in k for k in rows[-1])
+    transcripts = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
+    assert {t["game"] for t in transcripts} == {"TwentyQuestions-v0"}
+    assert (out / "checkpoints" / "step_000002" / "spiral_arena.json").exists()
+    assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_group_algorithms_refuse_games_that_do_not_fit(tmp_path):
+    from trainers.config import ConfigError
+
+    with pytest.raises(ConfigError, match="starpo is for single-player games; KuhnPoker-v0 has two players"):
+        TrainConfig.build({"algo": "starpo", "games": "KuhnPoker-v0"})
+    with pytest.raises(ConfigError, match="groups_per_step: must be a multiple of rollout_shards"):
+        TrainConfig.build({"algo": "starpo", "groups_per_step": 3, "rollout_shards": 2})
+    with pytest.raises(ConfigError, match="group_size: must be at least 2"):
+        TrainConfig.build({"algo": "delta-belief", "group_size": 1})
+    assert not Path(tmp_path / "never").exists()
