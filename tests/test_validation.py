@@ -130,7 +130,7 @@ def test_rae_decay_zero_is_valid():
     ("field", "valid"),
     [
         ("loss", "ppo, reinforce"),
-        ("aggregation", "dr_grpo, token_mean"),
+        ("aggregation", "dr_grpo, token_mean, seq_mean_token_mean"),
         ("lr_schedule", "constant, warmup, cosine"),
         ("backend", "hf, vllm"),
         ("prompt_template", "spiral, bare"),
@@ -319,7 +319,7 @@ def test_config_files_that_do_not_parse(capsys, workdir, name, text, expected):
 
 def test_unknown_key_in_a_config_file_suggests_the_field(capsys, workdir):
     err = refused(capsys, workdir, "--config", config_file(workdir, "sampels_per_step = 8\n"))
-    assert "sampels_per_step: unknown config field; did you mean samples_per_step?" in err
+    assert "sampels_per_step: unknown config field; did you mean samples_per_step" in err
 
 
 def test_every_problem_is_listed_at_once_one_line_each(capsys, workdir):
