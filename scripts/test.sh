@@ -5,8 +5,11 @@ cd "$(dirname "$0")/.."
 if [ ! -x /usr/bin/chromium ]; then  # the leaderboard's HTML page is tested in a real headless browser
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# The README's install, exactly as it is written there, then every subcommand with that venv alone.
 python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -e '.[train]'
+bash scripts/smoke.sh .venv
+# What the suite needs on top (test tools, lint, the peers of the benchmarks).
 .venv/bin/pip install -q -e '.[dev]'
 .venv/bin/ruff check .
 set +e

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from spiral_arena.agents.api import PROVIDERS, APIAgent, APIError, safe_url
 from spiral_arena.agents.base import Agent, BaseAgent
+from spiral_arena.agents.expert import ExpertAgent
 from spiral_arena.agents.human import HumanAgent
 from spiral_arena.agents.random_agent import RandomAgent
 
@@ -172,6 +173,7 @@ __all__ = [
     "Agent",
     "AgentSpec",
     "BaseAgent",
+    "ExpertAgent",
     "HumanAgent",
     "RandomAgent",
     "describe",
