@@ -20,13 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spiral_arena.agents import Agent, RandomAgent, make_agent, parse_spec, redacted
+from spiral_arena.agents import Agent, RandomAgent, make_agent, parse_spec, redacted, split_options
 
 BUILTIN_SPECS = ("random", "expert")
 CHECKPOINT_MARKER = "spiral_arena.json"
 _NAME = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(?=[^=])")
-_OPTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SECRET_OPTION = re.compile(r"(?:^|_)(?:key|token|secret|password|credentials?)(?:$|_)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -54,15 +52,6 @@ class Entrant:
         return value if isinstance(value, int) and value >= 0 else 0
 
 
-def _option_value(text: str) -> Any:
-    """``3`` -> 3, ``0.2`` -> 0.2, ``true`` -> True; anything else stays a string."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return value if isinstance(value, (int, float, bool, str)) else text
-
-
 def _option_text(value: Any) -> str:
     return json.dumps(value) if isinstance(value, bool) else str(value)
 
@@ -79,26 +68,11 @@ def parse_entrant(text: str) -> Entrant:
     name_match = _NAME.match(raw)
     name = name_match.group(1) if name_match else None
     body = raw[len(name) + 1 :] if name else raw
-    spec, *option_texts = body.split("#")
+    spec, options = split_options(body)
     if parse_spec(spec).kind == "human":
         raise ValueError(
             "human cannot play in a leaderboard (it needs a terminal); use random, expert, hf:PATH or an API spec"
         )
-    options: dict[str, Any] = {}
-    for option in option_texts:
-        key, sep, value = option.partition("=")
-        if not sep or not _OPTION.match(key) or not value:
-            raise ValueError(
-                f"bad option {option!r} in agent entry {redacted(spec)!r}; write SPEC#NAME=VALUE, e.g. expert#alpha=0.2"
-            )
-        if _SECRET_OPTION.search(key):
-            raise ValueError(
-                f"option {key!r} looks like a secret and would be stored with the results; "
-                "API keys are read from environment variables (e.g. OPENAI_API_KEY)"
-            )
-        if key in options:
-            raise ValueError(f"option {key!r} is given twice in agent entry {redacted(spec)!r}")
-        options[key] = _option_value(value)
     ordered = tuple(sorted(options.items()))
     return Entrant(label=name or _stored_text(spec, ordered), spec=spec.strip(), options=ordered)
 

@@ -172,3 +172,14 @@ def test_bad_input_is_a_clear_error():
     assert out.returncode == 2 and "unknown env id 'TicTacToe-v1'" in out.stderr and "TicTacToe-v0" in out.stderr
     out = run("play", "TicTacToe-v0", "--p0", "nonsense")
     assert out.returncode == 2 and "unknown agent spec" in out.stderr
+
+
+def test_agent_specs_take_options_in_every_command():
+    out = run("play", "KuhnPoker-v0:rounds=1", "--p0", "expert#alpha=0.3", "--p1", "random#seed=4", "--games", "4",
+              "--quiet", "--seed", "0")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "player_0 (expert#alpha=0.3)" in out.stdout
+    out = run("play", "KuhnPoker-v0", "--p0", "openai:gpt#api_key=sk-hidden", "--p1", "random")
+    assert out.returncode == 2 and "looks like a secret" in out.stderr and "sk-hidden" not in out.stderr
+    out = run("play", "KuhnPoker-v0", "--p0", "expert#alpha", "--p1", "random")
+    assert out.returncode == 2 and "write SPEC#NAME=VALUE" in out.stderr

@@ -31,7 +31,7 @@ SMALL = {
     "save_every": 2,
     "micro_batch": 8,
 }
-VOLATILE = ("time_s", "rollout_s", "update_s", "generated_tokens_per_s")
+VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "generated_tokens_per_s")
 
 
 def rows(run: Path) -> list[dict]:
@@ -102,6 +102,8 @@ def test_checkpoint_plays_as_an_hf_agent(finished_run):
     assert (agent.temperature, agent.top_p, agent.max_new_tokens) == (config["eval_temperature"], config["top_p"], 12)
     assert make_agent(f"hf:{path}").max_new_tokens == config["max_new_tokens"]
     assert make_agent(f"hf:{path}", temperature=0).temperature == 0
+    assert make_agent(f"hf:{path}#temperature=0#max_new_tokens=5").temperature == 0  # options in the spec
+    assert make_agent(f"hf:{path}#temperature=0.5", temperature=0.2).temperature == 0.2  # a kwarg wins
     env = spiral_arena.make("KuhnPoker-v0")  # full-history observations: the agent reads the last message
     record = play_game(env, [agent, RandomAgent(0)], seed=1)
     assert sum(record.returns) == 0

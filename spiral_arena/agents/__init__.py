@@ -9,6 +9,7 @@ keyword arguments or environment variables only.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,8 +112,9 @@ def model_path_problem(path: str, hub: bool = True) -> str | None:
 
 
 def spec_problem(spec: str, human: bool = True) -> str | None:
-    """What is wrong with an agent spec, checked without loading or calling anything (None if fine)."""
+    """What is wrong with an agent spec (options included), checked without loading or calling anything."""
     try:
+        spec = split_options(spec)[0]
         parsed = parse_spec(spec)
     except ValueError as error:
         return str(error)
@@ -143,11 +145,51 @@ def describe(agent: str | Agent) -> str:
     return name.removesuffix("Agent").lower() or name
 
 
+_OPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_OPTION = re.compile(r"(?:^|_)(?:key|token|secret|password|credentials?)(?:$|_)", re.IGNORECASE)
+
+
+def option_value(text: str) -> Any:
+    """``3`` -> 3, ``0.2`` -> 0.2, ``true`` -> True; anything else stays a string."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return value if isinstance(value, (int, float, bool, str)) else text
+
+
+def split_options(text: str) -> tuple[str, dict[str, Any]]:
+    """``SPEC#KEY=VALUE#...`` -> (SPEC, options): constructor options written in the spec itself, as
+    ``hf:PATH#temperature=0`` (greedy). The same grammar as the leaderboard's entrants; options that
+    look like secrets are refused, since specs are logged and stored."""
+    spec, *option_texts = text.split("#")
+    options: dict[str, Any] = {}
+    for option in option_texts:
+        key, sep, value = option.partition("=")
+        if not sep or not _OPTION_NAME.match(key) or not value:
+            raise ValueError(
+                f"bad option {option!r} in agent spec {_masked(spec)!r}; "
+                "write SPEC#NAME=VALUE, e.g. expert#alpha=0.2 or hf:PATH#temperature=0"
+            )
+        if _SECRET_OPTION.search(key):
+            raise ValueError(
+                f"option {key!r} looks like a secret and would be logged or stored; "
+                "API keys are read from environment variables (e.g. OPENAI_API_KEY)"
+            )
+        if key in options:
+            raise ValueError(f"option {key!r} is given twice in agent spec {_masked(spec)!r}")
+        options[key] = option_value(value)
+    return spec.strip(), options
+
+
 def make_agent(spec: str | Agent, **kwargs: Any) -> Agent:
     """An agent from a spec string, or the agent itself; kwargs go to the agent's constructor
-    (``seed`` for random; ``temperature``, ``max_tokens``, ``api_key``... for API specs)."""
+    (``seed`` for random; ``temperature``, ``max_tokens``, ``api_key``... for API specs), as do
+    options written in the spec (``hf:PATH#temperature=0``; a kwarg wins over the same option)."""
     if not isinstance(spec, str):
         return spec
+    spec, options = split_options(spec)
+    kwargs = {**options, **kwargs}
     parsed = parse_spec(spec)
     if parsed.kind == "random":
         return RandomAgent(**kwargs)
@@ -178,6 +220,8 @@ __all__ = [
     "RandomAgent",
     "describe",
     "make_agent",
+    "option_value",
     "parse_spec",
+    "split_options",
     "redacted",
 ]
