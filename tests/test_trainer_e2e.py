@@ -367,6 +367,14 @@ def test_cli_training_output_summary_and_resume(tmp_path, capsys):
     assert f"resumed {out} at step 2 of 4 (from step_000002)" in captured.out
     assert [line.split(" eval:")[0].split()[-1] for line in captured.out.splitlines() if " eval: " in line] == ["4"]
 
+    hurried = tmp_path / "hurried"  # the time limit is a safety stop, and says so loudly
+    short = [f.replace("--time-limit-s=0", "--time-limit-s=0.001") for f in flags if not f.startswith("--output-dir")]
+    assert cli_main(["train", *short, f"--output-dir={hurried}"]) == 0
+    captured = capsys.readouterr()
+    assert "STOPPED EARLY by time_limit_s=0.001 at step 1 of 4" in captured.err
+    assert "stopped by the time limit before step 4" in captured.out
+    assert rows(hurried)[-1]["step"] == 1 and rows(hurried)[-1]["stopped_by_time_limit"] == 1.0
+
     empty = tmp_path / "empty"
     assert cli_main(["train", f"--output-dir={empty}", "--resume"]) == 2
     err = capsys.readouterr().err

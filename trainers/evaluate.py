@@ -154,8 +154,9 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
     table = match_table(scores)
     opponents = list(dict.fromkeys(o for rows in table.values() for o in rows))
     width = max([len(g) for g in table] + [len("game")]) + len(" (out-of-domain)")
+    early = f", stopped by the time limit before step {config.steps}" if step < config.steps else ""
     lines = [
-        f"\nFinal evaluation at step {scores.get('step', step)} ({seconds / 60:.1f} min of training; "
+        f"\nFinal evaluation at step {scores.get('step', step)} ({seconds / 60:.1f} min of training{early}; "
         f"temperature {config.eval_temperature:g}, {config.eval_games} games per seat and opponent):"
     ]
     if table:

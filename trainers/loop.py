@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import math
+import sys
 import time
 import warnings
 from collections import defaultdict
@@ -232,6 +233,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         out_of_time = config.time_limit_s > 0 and metrics["time_s"] >= config.time_limit_s
         out_of_time = bool(ddp.sum([float(out_of_time)])[0])  # all ranks stop at the same step
         last = step == config.steps or out_of_time
+        if out_of_time and step < config.steps:  # a safety stop, not the plan: say so where it is read
+            metrics["stopped_by_time_limit"] = 1.0
         if (step % config.eval_every == 0 or last) and (ddp.main or config.fsdp):
             with autocast(config, device):  # under FSDP every rank joins the scoring forward passes
                 scores = evaluate(model, policy, config, specs, play=ddp.main)
@@ -264,6 +267,12 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         if out_of_time:
             break
     bar.close()
+    if ddp.main and step < config.steps:  # printed, not logged: it must be seen whatever the logging set-up
+        print(
+            f"WARNING: STOPPED EARLY by time_limit_s={config.time_limit_s:g} at step {step} of {config.steps}: "
+            "the final numbers are from a shorter run than configured and depend on this machine's speed",
+            file=sys.stderr,
+        )
     if ddp.main and progress:
         print(final_summary(log.last_eval, step, time.monotonic() - started, config))
     if config.plots and ddp.main:
