@@ -456,3 +456,29 @@ def test_redacted_specs_are_safe_to_store(no_keys):
 def test_make_agent_builds_expert_lazily():
     expert = make_agent("expert", seed=0)
     assert type(expert).__name__ == "ExpertAgent" and describe(expert) == "expert"
+
+
+def test_an_environment_key_only_goes_to_hosts_chosen_for_it(monkeypatch):
+    """OPENAI_API_KEY must not follow a URL written in a spec to any server: refused before any request."""
+    from spiral_arena.agents import make_agent
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret")
+    monkeypatch.delenv("SPIRAL_ARENA_TRUST_HOSTS", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for url, plain in (("http://models.example.org:8000/v1", True), ("https://models.example.org/v1", False)):
+        with pytest.raises(ValueError) as refused:
+            make_agent(f"openai:m@{url}")
+        message = str(refused.value)
+        assert "refusing to send $OPENAI_API_KEY to models.example.org" in message
+        assert ("clear text" in message) == plain and "SPIRAL_ARENA_TRUST_HOSTS=models.example.org" in message
+        assert "sk-env-secret" not in message
+    # allowed: loopback, the provider's own host, a host the user names, a key given explicitly,
+    # and a base URL the user set in the environment (the OpenAI SDK's own convention)
+    for spec in ("openai:m@http://127.0.0.1:9/v1", "openai:m@https://api.openai.com/v1"):
+        assert make_agent(spec).spec.startswith("openai:m")
+    assert make_agent("openai:m@http://models.example.org:8000/v1", api_key="sk-explicit")
+    monkeypatch.setenv("SPIRAL_ARENA_TRUST_HOSTS", "other.org, Models.Example.org")
+    assert make_agent("openai:m@https://models.example.org/v1")
+    monkeypatch.delenv("SPIRAL_ARENA_TRUST_HOSTS")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://gateway.example.com/v1")
+    assert make_agent("openai:m").spec == "openai:m@https://gateway.example.com/v1"

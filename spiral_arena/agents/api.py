@@ -93,14 +93,39 @@ def resolve_endpoint(
     """The base URL and key for ``provider``: arguments first, then the usual environment variables,
     then the preset. A missing key is an error naming the variable, except on loopback URLs."""
     preset = PROVIDERS[provider]
-    url = base_url or (os.environ.get(preset.base_url_env) if preset.base_url_env else None) or preset.base_url
+    env_url = os.environ.get(preset.base_url_env) if preset.base_url_env else None
+    url = base_url or env_url or preset.base_url
     key = api_key or os.environ.get(preset.key_env) or None
     if key is None and not is_loopback(url):
         raise ValueError(
             f"{who} needs an API key: set {preset.key_env} or pass {key_argument}=...; "
             "only a loopback base URL (http://127.0.0.1:PORT/v1) may go without one"
         )
+    if key is not None and not api_key and base_url and base_url != env_url:
+        check_key_host(preset, base_url)  # an environment key follows a URL written in a spec only where safe
     return url, key
+
+
+TRUST_HOSTS_ENV = "SPIRAL_ARENA_TRUST_HOSTS"
+
+
+def check_key_host(preset: Provider, url: str) -> None:
+    """Refuse, before any request, to send a provider's key from the environment to a host the user
+    did not choose for it. Allowed: the provider's own host, loopback, and hosts named in
+    $SPIRAL_ARENA_TRUST_HOSTS (comma-separated; over plain http the key then travels in clear text,
+    the user's explicit choice). A spec such as ``openai:m@http://models.example.org/v1`` would
+    otherwise send OPENAI_API_KEY, unencrypted, to whoever serves that address."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == urlsplit(preset.base_url).hostname or is_loopback(url):
+        return
+    trusted = {h.strip().lower() for h in os.environ.get(TRUST_HOSTS_ENV, "").split(",") if h.strip()}
+    if host in trusted:
+        return
+    plain = " over plain http (clear text)" if urlsplit(url).scheme.lower() == "http" else ""
+    raise ValueError(
+        f"refusing to send ${preset.key_env} to {host}{plain}: it is not {preset.name}'s host or loopback. "
+        f"If that server should get it, allow it with {TRUST_HOSTS_ENV}={host}"
+    )
 
 
 def is_loopback(url: str) -> bool:
