@@ -246,7 +246,7 @@ class APIBackend:
         api_key: str | None = None,
     ) -> None:
         from spiral_arena.agents import parse_spec
-        from spiral_arena.agents.api import ChatClient, resolve_endpoint, safe_url
+        from spiral_arena.llm import ChatClient, resolve_endpoint, safe_url
 
         if concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
@@ -306,7 +306,7 @@ MODEL_FORMS = "hf:PATH, vllm:PATH, or PROVIDER:MODEL[@URL] with PROVIDER one of 
 def model_kind(spec: str) -> str:
     """ "hf", "vllm" or "api" for a model spec, or a ValueError naming the valid forms."""
     from spiral_arena.agents import parse_spec
-    from spiral_arena.agents.api import PROVIDERS
+    from spiral_arena.llm import PROVIDERS
 
     if spec.startswith("vllm:"):
         if not spec.removeprefix("vllm:"):

@@ -84,8 +84,8 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 def cmd_play(args: argparse.Namespace) -> int:
     from spiral_arena.agents import make_agent
-    from spiral_arena.agents.api import APIError
     from spiral_arena.core.actions import extract_answer
+    from spiral_arena.llm import APIError
     from spiral_arena.play import play_game
     from spiral_arena.registry import make
 
@@ -332,7 +332,7 @@ def missing_extra(error: ModuleNotFoundError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from spiral_arena.agents.api import APIError
+    from spiral_arena.llm import APIError
 
     args = build_parser().parse_args(argv)
     try:

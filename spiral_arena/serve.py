@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent
-from spiral_arena.agents.api import is_loopback
+from spiral_arena.llm import is_loopback
 
 _TURN = "Your turn."
 _LEGAL_LINE = re.compile(r"Legal actions:([^\n]*)")

@@ -15,7 +15,7 @@ import pytest
 
 import spiral_arena
 from spiral_arena.agents import APIAgent, APIError, RandomAgent, make_agent
-from spiral_arena.agents.api import ChatClient
+from spiral_arena.llm import ChatClient
 from spiral_arena.play import play_game
 
 httpx = pytest.importorskip("httpx", reason="needs the api extra")

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from spiral_arena.agents.api import PROVIDERS, APIAgent, APIError, safe_url
+from spiral_arena.agents.api import APIAgent
 from spiral_arena.agents.base import Agent, BaseAgent
 from spiral_arena.agents.expert import ExpertAgent
 from spiral_arena.agents.human import HumanAgent
 from spiral_arena.agents.random_agent import RandomAgent
+from spiral_arena.llm import PROVIDERS, APIError, safe_url
 
 SIMPLE_KINDS = ("random", "expert", "human")
 SPEC_FORMS = (

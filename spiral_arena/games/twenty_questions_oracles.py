@@ -654,7 +654,7 @@ class LLMJudge:
         top_k: int | None = None,
     ) -> None:
         # Imported here: the games package carries no HTTP code until a judge is actually built.
-        from spiral_arena.agents.api import ChatClient, resolve_endpoint
+        from spiral_arena.llm import ChatClient, resolve_endpoint
 
         url, key = resolve_endpoint("openai", base_url, api_key, f"the LLM judge openai:{model}", "oracle_api_key")
         self.name = f"openai:{model}"
@@ -666,7 +666,7 @@ class LLMJudge:
         """Any word will do: the model knows what it is."""
 
     def answer(self, secret: str, earlier: Sequence[str], question: str) -> Reply:
-        from spiral_arena.agents.api import APIError
+        from spiral_arena.llm import APIError
 
         try:
             text = self.client.chat(

@@ -1,0 +1,350 @@
+"""One client for every OpenAI-compatible chat endpoint: provider presets, where keys may go,
+retries, and errors free of keys. Games (the Twenty Questions judge), agents and evals all use it,
+so it sits below them.
+
+Gemini, Mistral, OpenRouter, OpenAI, vLLM and ``spiral-arena serve`` all accept the same
+``POST {base_url}/chat/completions`` with a bearer key, so a single client with provider presets
+covers them. Failures are retried with bounded exponential backoff and then raised as one
+``APIError``; a game interrupted that way must be reported as an error, never scored.
+
+Keys come only from arguments or environment variables and never leave this module in text:
+every error message is scrubbed of the key and of bearer tokens, and reprs show ``***``.
+``httpx`` is imported when a client is built, so the package works without the ``api`` extra.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import ipaddress
+import json
+import logging
+import os
+import random
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+log = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 300  # of a server's error message kept in an APIError
+_HEADER_SAFE_KEY = re.compile(r"[\x21-\x7e]+")  # printable ASCII without spaces
+_BEARER = re.compile(r"(Bearer\s+)[^\s'\",;]+")  # a header value echoed back (prose "bearer token" is left)
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where a provider's OpenAI-compatible endpoint lives and which variable holds its key."""
+
+    name: str
+    base_url: str
+    key_env: str
+    base_url_env: str | None = None  # a variable that overrides base_url (OpenAI's SDK convention)
+
+
+PROVIDERS: dict[str, Provider] = {
+    p.name: p
+    for p in (
+        Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+        Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
+        Provider("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY"),
+        Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    )
+}
+
+
+class APIError(RuntimeError):
+    """A chat request that failed for good (after retries, or at once for a client error).
+
+    ``status`` is the last HTTP status (None for timeouts and connection errors); ``attempts``
+    counts the requests sent. The message never contains the API key.
+    """
+
+    def __init__(self, message: str, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keeps status and attempts across process pools
+        return (APIError, (str(self), self.status, self.attempts))
+
+
+def safe_url(url: str) -> str:
+    """``url`` without credentials, query or fragment: fit for logs, errors and stored specs."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: left out rather than echoed
+        port = None
+    if port is not None:
+        host = f"{host}:{port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def resolve_endpoint(
+    provider: str, base_url: str | None, api_key: str | None, who: str, key_argument: str
+) -> tuple[str, str | None]:
+    """The base URL and key for ``provider``: arguments first, then the usual environment variables,
+    then the preset. A missing key is an error naming the variable, except on loopback URLs."""
+    preset = PROVIDERS[provider]
+    env_url = os.environ.get(preset.base_url_env) if preset.base_url_env else None
+    url = base_url or env_url or preset.base_url
+    key = api_key or os.environ.get(preset.key_env) or None
+    if key is None and not is_loopback(url):
+        raise ValueError(
+            f"{who} needs an API key: set {preset.key_env} or pass {key_argument}=...; "
+            "only a loopback base URL (http://127.0.0.1:PORT/v1) may go without one"
+        )
+    if key is not None and not api_key and base_url and base_url != env_url:
+        check_key_host(preset, base_url)  # an environment key follows a URL written in a spec only where safe
+    return url, key
+
+
+TRUST_HOSTS_ENV = "SPIRAL_ARENA_TRUST_HOSTS"
+
+
+def check_key_host(preset: Provider, url: str) -> None:
+    """Refuse, before any request, to send a provider's key from the environment to a host the user
+    did not choose for it. Allowed: the provider's own host, loopback, and hosts named in
+    $SPIRAL_ARENA_TRUST_HOSTS (comma-separated; over plain http the key then travels in clear text,
+    the user's explicit choice). A spec such as ``openai:m@http://models.example.org/v1`` would
+    otherwise send OPENAI_API_KEY, unencrypted, to whoever serves that address."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == urlsplit(preset.base_url).hostname or is_loopback(url):
+        return
+    trusted = {h.strip().lower() for h in os.environ.get(TRUST_HOSTS_ENV, "").split(",") if h.strip()}
+    if host in trusted:
+        return
+    plain = " over plain http (clear text)" if urlsplit(url).scheme.lower() == "http" else ""
+    raise ValueError(
+        f"refusing to send ${preset.key_env} to {host}{plain}: it is not {preset.name}'s host or loopback. "
+        f"If that server should get it, allow it with {TRUST_HOSTS_ENV}={host}"
+    )
+
+
+def is_loopback(url: str) -> bool:
+    """True for URLs on this machine (localhost, 127.0.0.0/8, ::1), where a key is optional."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _import_httpx() -> Any:
+    try:
+        import httpx
+    except ImportError as error:
+        raise ImportError("API agents need httpx: pip install 'spiral-arena[api]'") from error
+    return httpx
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """One failed attempt, already described without secrets."""
+
+    message: str
+    status: int | None
+    retryable: bool
+    retry_after: float | None = None
+
+
+def _retryable_status(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(seconds, 0.0)
+
+
+def _error_text(data: Any) -> str:
+    """The human part of an error body: OpenAI ``{"error": {"message": ...}}``, Gemini's list
+    form, FastAPI's ``{"detail": ...}``, or the JSON itself."""
+    if isinstance(data, list) and data:
+        data = data[0]
+    if isinstance(data, dict):
+        error = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(error, dict):
+            error = error.get("message", error)
+        if error is not None:
+            return error if isinstance(error, str) else json.dumps(error)
+    return json.dumps(data)
+
+
+def _completion_text(data: Any) -> str:
+    """The assistant text of a chat completion; raises KeyError/TypeError/IndexError if malformed.
+
+    A missing content (a refusal, an empty generation) is returned as "", which the env treats
+    like any other unparseable answer.
+    """
+    content = data["choices"][0]["message"].get("content")
+    if content is None:
+        return ""
+    if isinstance(content, list):  # content parts
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if not isinstance(content, str):
+        raise TypeError(f"message content is a {type(content).__name__}")
+    return content
+
+
+class ChatClient:
+    """A blocking, thread-safe client for ``{base_url}/chat/completions``.
+
+    Retries 408/429/5xx, timeouts, connection errors and malformed replies up to ``max_retries``
+    times, waiting ``Retry-After`` when the server sends it, else ``backoff * 2**n`` with jitter;
+    every wait is capped at ``max_backoff``. Other 4xx raise at once with the server's message.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        max_connections: int = 16,
+    ) -> None:
+        if not model:
+            raise ValueError("ChatClient needs a model id")
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be an http:// or https:// URL with a host, got {safe_url(base_url)!r}")
+        if timeout <= 0 or max_retries < 0 or backoff < 0 or max_backoff < 0 or max_connections < 1:
+            raise ValueError(
+                "need timeout > 0, max_retries >= 0, backoff >= 0, max_backoff >= 0 and max_connections >= 1"
+            )
+        key = api_key.strip() if api_key else None
+        if key and not _HEADER_SAFE_KEY.fullmatch(key):
+            # Never echo the key: say what is wrong with it instead.
+            raise ValueError("the API key contains spaces or non-ASCII characters, which cannot be sent in a header")
+        httpx = _import_httpx()
+        self.model = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._key = key or None
+        self._secrets = [s for s in {key, quote(key, safe="")} if s] if key else []
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._jitter = random.Random()
+        self._httpx = httpx
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout),
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._key else "None"
+        return f"ChatClient(model={self.model!r}, base_url={safe_url(self.base_url)!r}, api_key={key})"
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        *,
+        extra_body: dict[str, Any] | None = None,
+    ) -> str:
+        """The assistant's reply text. Sampling settings left as None take the server's default;
+        ``extra_body`` adds provider-specific fields (e.g. ``top_k`` for vLLM)."""
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, **(extra_body or {})}
+        for name, value in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
+            if value is not None:
+                payload[name] = value
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            outcome = self._attempt(payload)
+            if isinstance(outcome, str):
+                return outcome
+            if not outcome.retryable or attempt == attempts:
+                tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
+                raise APIError(f"{self._where()}: {outcome.message}{tries}", outcome.status, attempt)
+            delay = self._delay(attempt, outcome.retry_after)
+            log.warning(
+                "%s: %s; retry %d of %d in %.2fs", self._where(), outcome.message, attempt, self.max_retries, delay
+            )
+            time.sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"{self.model} at {safe_url(self.base_url)}"
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return _BEARER.sub(r"\1***", text)
+
+    def _brief(self, text: str) -> str:
+        """One line, key-free (scrubbed before cutting, so no partial key survives), bounded."""
+        text = self._redact(" ".join(text.split()))
+        return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "..."
+
+    def _attempt(self, payload: dict[str, Any]) -> str | _Failure:
+        """One request; the reply text, or a description of what went wrong.
+
+        Exceptions are turned into text here and raised later, outside any ``except`` block, so an
+        APIError never chains an httpx exception (whose request object holds the headers).
+        """
+        httpx = self._httpx
+        try:
+            response = self._http.post(self._url, json=payload)
+        except httpx.TimeoutException as error:
+            return _Failure(f"no reply within {self.timeout:g}s ({type(error).__name__})", None, True)
+        except httpx.RequestError as error:
+            return _Failure(f"request failed ({type(error).__name__}: {self._brief(str(error))})", None, True)
+        status = response.status_code
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not 200 <= status < 300:
+            detail = _error_text(data) if data is not None else response.text
+            retry_after = _retry_after(response.headers.get("retry-after"))
+            return _Failure(f"HTTP {status}: {self._brief(detail)}", status, _retryable_status(status), retry_after)
+        if isinstance(data, dict) and "choices" not in data and "error" in data:  # an error sent with 200
+            return _Failure(f"error in reply: {self._brief(_error_text(data))}", status, True)
+        try:
+            return _completion_text(data)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return _Failure(f"malformed reply (not a chat completion): {self._brief(response.text)}", status, True)
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:  # the server's wait, spread a little so callers do not return together
+            return min(self.max_backoff, retry_after * self._jitter.uniform(1.0, 1.1))
+        ceiling = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+        return self._jitter.uniform(ceiling / 2, ceiling)
+
+
