@@ -78,7 +78,15 @@ def fixed_turns(vocab: int, n: int, prompt: int, response: int, seed: int = 0) -
 
 def learner_step(model, turns: list[Turn], lr: float, device: torch.device, optimizer=None) -> tuple[dict, object]:
     config = TrainConfig.build(
-        {"model": "check", "lr": lr, "bf16": True, "loss": "reinforce", "epochs": 1, "micro_batch": 8}
+        {
+            "recipe": "spiral",
+            "model": "tiny",
+            "lr": lr,
+            "bf16": True,
+            "loss": "reinforce",
+            "epochs": 1,
+            "micro_batch": 8,
+        }
     )
     optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95))
     total = (len(turns), sum(len(t.response_ids) for t in turns))

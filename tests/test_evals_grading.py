@@ -100,7 +100,7 @@ def test_missing_math_verify_is_one_line_naming_the_extra(monkeypatch, capsys):
     assert str(error.value) == MISSING_MATH_VERIFY
     assert MISSING_MATH_VERIFY == "grading maths needs math-verify: pip install 'spiral-arena[eval]'"
     data = str(Path(__file__).parent / "data" / "evals")
-    assert main(["eval", "--model", "hf:unused", "--benchmarks", "math500", "--data-dir", data]) == 2
+    assert main(["eval", "--model", "hf:org/unused", "--benchmarks", "math500", "--data-dir", data]) == 2
     assert capsys.readouterr().err == f"spiral-arena: error: {MISSING_MATH_VERIFY}\n"
 
 
