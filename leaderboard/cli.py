@@ -89,12 +89,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard.runner import run
     from leaderboard.schedule import check_games
     from leaderboard.standings import compute
-    from spiral_arena.agents import spec_problem
+    from spiral_arena.agents import options_problem, spec_problem
 
     entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
-    missing = [problem for e in entrants if (problem := spec_problem(e.spec, human=False)) is not None]
-    if missing:  # a model directory that is not there fails now, not game by game
-        raise ValueError("; ".join(missing))
+    problems = [
+        p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
+    ]
+    problems += _output_problems(args)
+    if problems:  # a missing model, a bad option or an unwritable output fails now, not game by game
+        raise ValueError("; ".join(problems))
     reasoning = None
     if args.reasoning is not None:  # a wrong DIR should fail now, not after the games
         from leaderboard.reasoning import load_column
@@ -123,13 +126,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         conn.close()
     standings.reasoning = reasoning
     _show(standings, args)
+    if summary.errors:  # stored and shown, but the run did not do all it was asked
+        print(
+            f"{len(summary.errors)} game(s) ended by an agent error; fix the agent and play them again with "
+            "--retry-errors",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _output_problems(args: argparse.Namespace) -> list[str]:
+    """Report files that cannot be written, found before any game is played."""
+    problems = []
+    for kind in ("html", "png", "csv", "json"):
+        path = getattr(args, kind, None)
+        if path is None:
+            continue
+        if path.is_dir():
+            problems.append(f"--{kind} {path} is a directory; give a file path")
+        elif not path.parent.is_dir():
+            problems.append(f"--{kind} {path}: the directory {path.parent} does not exist")
+    return problems
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from leaderboard import store
     from leaderboard.standings import compute
     from spiral_arena.registry import canonical_env_id
+
+    problems = _output_problems(args)
+    if problems:
+        raise ValueError("; ".join(problems))
 
     conn = store.connect(args.db, create=False)
     try:

@@ -114,10 +114,15 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
     """Open (or with ``create``, make) the database at ``path`` and migrate it to the current schema."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--db {path} is a directory; give a database file, e.g. {path / 'leaderboard.sqlite'}")
     if not create and not path.is_file():
         raise ValueError(f"no leaderboard database at {path}; make one with: spiral-arena leaderboard run --db {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except (OSError, sqlite3.OperationalError) as error:
+        raise ValueError(f"cannot open the leaderboard database {path}: {error}") from None
     try:
         _use_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a killed process

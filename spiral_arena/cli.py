@@ -144,8 +144,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from spiral_arena.serve import serve
 
-    # The token may come from the environment, which keeps it out of the process list.
-    api_key = args.api_key or os.environ.get("SPIRAL_ARENA_SERVE_KEY") or None
+    # The token may come from the environment, which keeps it out of the process list. A blank one
+    # (an unset shell variable, say) must not silently open the server to everyone.
+    given = args.api_key if args.api_key is not None else os.environ.get("SPIRAL_ARENA_SERVE_KEY")
+    if given is not None and not given.strip():
+        _check(["--api-key: is empty; give a token, or leave out --api-key and SPIRAL_ARENA_SERVE_KEY to serve openly"])
+    api_key = given.strip() if given else None
     serve(args.agent, host=args.host, port=args.port, api_key=api_key)
     return 0
 

@@ -183,3 +183,8 @@ def test_agent_specs_take_options_in_every_command():
     assert out.returncode == 2 and "looks like a secret" in out.stderr and "sk-hidden" not in out.stderr
     out = run("play", "KuhnPoker-v0", "--p0", "expert#alpha", "--p1", "random")
     assert out.returncode == 2 and "write SPEC#NAME=VALUE" in out.stderr
+
+
+def test_serve_refuses_a_blank_key_instead_of_serving_openly():
+    out = run("serve", "--agent", "random", "--api-key", "  ")
+    assert out.returncode == 2 and "--api-key: is empty" in out.stderr and "Uvicorn running" not in out.stderr

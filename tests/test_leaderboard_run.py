@@ -300,3 +300,28 @@ def test_checkpoints_play_and_state_their_kuhn_policy(tmp_path, monkeypatch, cap
     assert record.kuhn_exploitability == pytest.approx(kuhn_exploitability(record.kuhn_policy))
     row = rating_of(compute(games, store.load_agents(conn)).scopes[0], f"{label}#max_new_tokens=4")
     assert row.exploitability == record.kuhn_exploitability > 0
+
+
+def test_run_checks_its_inputs_before_playing_and_fails_when_games_failed(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    assert cli_main(["leaderboard", "run", "--agents", "random,expert", "--db", str(folder)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"spiral-arena: error: --db {folder} is a directory; give a database file, e.g. {folder / 'leaderboard.sqlite'}"
+    )
+    db = tmp_path / "lb.sqlite"
+    agents = "random#bogus=1,expert#alpha=2,openai:m@http://127.0.0.1:9/v1#temprature=0"
+    assert cli_main(["leaderboard", "run", "--agents", agents, "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert not db.exists() and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "'random#bogus=1': RandomAgent.__init__() got an unexpected keyword argument 'bogus'" in err
+    assert "'expert#alpha=2': alpha must be a number in [0, 1/3], got 2" in err
+    assert "unknown option(s) temprature; valid: temperature" in err
+    # an agent that cannot be built at game time: stored as errors, shown, and the command fails
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
+    args = ["leaderboard", "run", "--agents", "random,mistral:m", "--games", "TicTacToe-v0", "--games-per-pair", "2"]
+    assert cli_main([*args, "--db", str(db), "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert "2 game(s) ended by an agent error; fix the agent and play them again with --retry-errors" in captured.err
+    assert cli_main(["leaderboard", "show", "--db", str(db), "--html", str(folder)]) == 2
+    assert f"--html {folder} is a directory" in capsys.readouterr().err

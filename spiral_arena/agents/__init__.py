@@ -127,6 +127,33 @@ def spec_problem(spec: str, human: bool = True) -> str | None:
     return None
 
 
+def options_problem(spec: str, options: dict[str, Any]) -> str | None:
+    """Options the agent will not take (``random#bogus=1``), found before any game: scripted agents are
+    built (it costs nothing), model and API agents are checked against their constructor's parameters
+    without loading anything. None when the options fit."""
+    if not options:
+        return None
+    kind = parse_spec(split_options(spec)[0]).kind
+    if kind in ("random", "expert"):
+        try:
+            make_agent(kind, **options)
+        except (TypeError, ValueError) as error:
+            return f"{_masked(spec)!r}: {error}"
+        return None
+    import inspect
+
+    if kind == "hf":
+        from spiral_arena.agents.hf import HFAgent as agent_class
+    else:
+        agent_class = HumanAgent if kind == "human" else APIAgent
+    fixed = ("self", "spec", "provider", "model", "base_url", "api_key")  # given by the spec or the environment
+    valid = [p for p in inspect.signature(agent_class.__init__).parameters if p not in fixed]
+    unknown = sorted(set(options) - set(valid))
+    return (
+        None if not unknown else f"{_masked(spec)!r}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
+    )
+
+
 def redacted(spec: str) -> str:
     """The spec in a form safe to store or show: a base URL loses credentials and query."""
     parsed = parse_spec(spec)
@@ -222,6 +249,7 @@ __all__ = [
     "describe",
     "make_agent",
     "option_value",
+    "options_problem",
     "parse_spec",
     "split_options",
     "redacted",
