@@ -150,7 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if given is not None and not given.strip():
         _check(["--api-key: is empty; give a token, or leave out --api-key and SPIRAL_ARENA_SERVE_KEY to serve openly"])
     api_key = given.strip() if given else None
-    serve(args.agent, host=args.host, port=args.port, api_key=api_key)
+    serve(args.agent, host=args.host, port=args.port, api_key=api_key, allow_hosts=tuple(args.allow_host))
     return 0
 
 
@@ -248,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key", default=None, help="require this bearer token (default: $SPIRAL_ARENA_SERVE_KEY)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host (or Origin) is NAME; repeatable (default: loopback names only "
+        "when bound to loopback)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("train", help="self-play RL with RAE (no arguments: the tiny CPU recipe)")

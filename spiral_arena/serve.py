@@ -7,6 +7,13 @@ come as an extra request field ``spiral_info``; without it the legal actions are
 the observation's ``Your turn. Legal actions: [a], [b].`` line, so scripted agents (random,
 expert) can answer plain chat requests too. Sampling fields of the request are ignored: the
 served agent plays with its own settings.
+
+Web pages must not be able to use the server (and spend a served API agent's key): a POST must say
+``Content-Type: application/json`` (a browser cannot send that cross-site without asking first), an
+``Origin`` header must name an allowed host, and on loopback the ``Host`` header must be a loopback
+name too (DNS rebinding). ``allowed_hosts`` widens that. Bodies are capped at ``MAX_BODY_BYTES``;
+malformed JSON, nesting too deep to parse and lone surrogates are 400s, never 500s. Neither the
+upstream URL of a served API agent nor its upstream's error text is shown to clients.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ _LEGAL_LINE = re.compile(r"Legal actions:([^\n]*)")
 _BRACKETED = re.compile(r"\[[^\[\]\n]*\]")
 _CHUNK_CHARS = 16  # streamed content is split into pieces of this size
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+MAX_BODY_BYTES = 1 << 20  # a chat request is an observation: 1 MiB is far more than any game writes
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class RequestError(Exception):
@@ -133,10 +142,42 @@ def _events(completion_id: str, created: int, model: str, text: str) -> Iterator
     yield "data: [DONE]\n\n"
 
 
-def create_app(agent: str | Agent, api_key: str | None = None, model_id: str | None = None) -> FastAPI:
-    """The ASGI app serving ``agent``. With ``api_key``, every request needs that bearer token."""
+def _hostname(value: str) -> str:
+    """The host of a Host header or an Origin URL, lower case, without port or brackets."""
+    value = value.strip().lower().split("://", 1)[-1].split("/", 1)[0]
+    if value.startswith("["):  # [::1]:8000
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def parse_body(raw: bytes) -> Any:
+    """The JSON of a request body, or RequestError: too large, not JSON, too deeply nested, or text
+    that cannot be encoded back (a lone surrogate such as "\ud800")."""
+    if len(raw) > MAX_BODY_BYTES:
+        raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        body = json.loads(raw)
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise RequestError(400, "the request body is nested too deeply") from None
+    except UnicodeError:
+        raise RequestError(400, "the request body holds text that is not valid Unicode (a lone surrogate)") from None
+    except ValueError:
+        raise RequestError(400, "the request body is not valid JSON") from None
+    return body
+
+
+def create_app(
+    agent: str | Agent,
+    api_key: str | None = None,
+    model_id: str | None = None,
+    allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
+) -> FastAPI:
+    """The ASGI app serving ``agent``. With ``api_key``, every request needs that bearer token.
+    ``allowed_hosts``: the names the Host header (and an Origin header) may carry; None = any Host,
+    and an Origin only when it names the Host it was sent to."""
     player = make_agent(agent)
-    served_model = model_id or describe(agent)
+    served_model = model_id or describe(agent).split("@", 1)[0]  # never the upstream URL
     # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
     # API agents are thread-safe and slow, so their requests overlap.
     guard = nullcontext() if isinstance(player, APIAgent) else threading.Lock()
@@ -148,6 +189,14 @@ def create_app(agent: str | Agent, api_key: str | None = None, model_id: str | N
 
     @app.middleware("http")
     async def require_token(request: Request, call_next: Any) -> Response:
+        host = _hostname(request.headers.get("host", ""))
+        if allowed_hosts is not None and host not in allowed_hosts:
+            message = f"Host {host!r} is not served here; start the server with --allow-host {host} to allow it"
+            return RequestError(403, message, kind="permission_error").response()
+        origin = request.headers.get("origin")
+        if origin is not None and _hostname(origin) not in (allowed_hosts or {host}):
+            message = "cross-site requests are refused: the Origin is not an allowed host (see --allow-host)"
+            return RequestError(403, message, kind="permission_error").response()
         if api_key is not None:
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
@@ -164,8 +213,9 @@ def create_app(agent: str | Agent, api_key: str | None = None, model_id: str | N
         try:
             with guard:
                 text = player.act(request.observation, request.info)
-        except APIError as error:
-            raise RequestError(502, f"the served agent's upstream failed: {error}", kind="upstream_error") from None
+        except APIError as error:  # its text may hold the upstream's own words and address: not for clients
+            status = f" (HTTP {error.status})" if error.status else ""
+            raise RequestError(502, f"the served agent's upstream failed{status}", kind="upstream_error") from None
         except (ValueError, KeyError, IndexError, TypeError) as error:
             raise RequestError(
                 422,
@@ -179,11 +229,18 @@ def create_app(agent: str | Agent, api_key: str | None = None, model_id: str | N
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            raise RequestError(400, "the request body is not valid JSON") from None
-        chat = parse_chat_request(body, served_model)
+        kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if kind != "application/json":
+            raise RequestError(415, "send the body as JSON with Content-Type: application/json")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        raw = b""
+        async for piece in request.stream():  # counted as it arrives, whatever the header said
+            raw += piece
+            if len(raw) > MAX_BODY_BYTES:
+                raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        chat = parse_chat_request(parse_body(raw), served_model)
         text = await run_in_threadpool(answer, chat)
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if chat.stream:
@@ -194,12 +251,18 @@ def create_app(agent: str | Agent, api_key: str | None = None, model_id: str | N
     return app
 
 
-def serve(agent: str, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None) -> None:
-    """Run the server until interrupted (uvicorn, one process)."""
+def serve(
+    agent: str, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, allow_hosts: tuple[str, ...] = ()
+) -> None:
+    """Run the server until interrupted (uvicorn, one process). On loopback only loopback Host names
+    are answered (plus ``allow_hosts``); on another address any Host unless ``allow_hosts`` names them."""
     import uvicorn
 
-    app = create_app(agent, api_key=api_key)
-    if api_key is None and not is_loopback(f"http://[{host}]" if ":" in host else f"http://{host}"):
+    loopback = is_loopback(f"http://[{host}]" if ":" in host else f"http://{host}")
+    extra = frozenset(_hostname(h) for h in allow_hosts)
+    allowed = LOOPBACK_NAMES | {_hostname(host)} | extra if loopback else (extra or None)
+    app = create_app(agent, api_key=api_key, allowed_hosts=allowed)
+    if api_key is None and not loopback:
         print(f"warning: serving on {host} without --api-key: anyone who can reach it can use it", file=sys.stderr)
     print(f"serving {describe(agent)} at http://{host}:{port}/v1", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="info")

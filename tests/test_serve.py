@@ -248,3 +248,66 @@ def test_recover_info_matches_the_envs_info_at_every_turn(env_id, obs_format):
         checked += 1
         env.step(agents[env.possible_agents.index(name)].act(observation, info))
     assert checked >= 1
+
+
+# ---- hostile or clumsy clients ----------------------------------------------------------------
+
+PLAY = {"messages": [{"role": "user", "content": "Your turn. Legal actions: [a], [b]."}]}
+
+
+def post(server: Server, content: bytes, **headers: str) -> httpx.Response:
+    return httpx.post(f"{server.url}/chat/completions", content=content, headers=headers)
+
+
+def test_web_pages_cannot_use_the_server(random_server):
+    """A cross-site form or fetch (text/plain, a foreign Origin) and DNS rebinding (a foreign Host) are
+    refused; the server's own clients (JSON, loopback Host, no Origin) are answered."""
+    body = json.dumps(PLAY).encode()
+    assert post(random_server, body, **{"Content-Type": "application/json"}).status_code == 200
+    refused = post(random_server, body, **{"Content-Type": "text/plain"})
+    assert refused.status_code == 415 and "application/json" in refused.json()["error"]["message"]
+    cross_site = post(random_server, body, **{"Content-Type": "application/json", "Origin": "https://evil.example"})
+    assert cross_site.status_code == 403 and "cross-site" in cross_site.json()["error"]["message"]
+    rebound = post(random_server, body, **{"Content-Type": "application/json", "Host": "evil.example:8000"})
+    assert rebound.status_code == 403 and "--allow-host evil.example" in rebound.json()["error"]["message"]
+    same_site = post(random_server, body, **{"Content-Type": "application/json", "Origin": "http://localhost:3000"})
+    assert same_site.status_code == 200
+
+
+def test_bodies_that_break_parsers_are_400s_or_413s(random_server):
+    json_headers = {"Content-Type": "application/json"}
+    too_big = json.dumps({**PLAY, "pad": "x" * (1 << 20)}).encode()
+    assert post(random_server, too_big, **json_headers).status_code == 413
+    deep = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    answer = post(random_server, deep, **json_headers)
+    assert answer.status_code == 400 and "nested too deeply" in answer.json()["error"]["message"]
+    surrogate = b'{"model": "\\ud800", "messages": [{"role": "user", "content": "Legal actions: [a]."}]}'
+    answer = post(random_server, surrogate, **json_headers)
+    assert answer.status_code == 400 and "lone surrogate" in answer.json()["error"]["message"]
+    assert post(random_server, json.dumps(PLAY).encode(), **json_headers).status_code == 200  # still serving
+    assert "Traceback" not in random_server.log()
+
+
+def test_an_allowed_host_is_answered(tmp_path):
+    server = Server(tmp_path, "--agent", "random", "--allow-host", "arena.lan")
+    try:
+        headers = {"Content-Type": "application/json", "Host": "arena.lan:8000", "Origin": "http://arena.lan:8000"}
+        assert post(server, json.dumps(PLAY).encode(), **headers).status_code == 200
+        assert post(server, json.dumps(PLAY).encode(), **{**headers, "Host": "other.lan"}).status_code == 403
+    finally:
+        server.stop()
+
+
+def test_a_served_api_agent_keeps_its_upstream_to_itself(tmp_path):
+    with socket.socket() as sock:  # a loopback port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        closed_port_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    server = Server(tmp_path, "--agent", f"openai:m@{closed_port_url}#max_retries=0")
+    try:
+        assert httpx.get(f"{server.url}/models").json()["data"][0]["id"] == "openai:m"
+        answer = post(server, json.dumps(PLAY).encode(), **{"Content-Type": "application/json"})
+        message = answer.json()["error"]["message"]
+        assert answer.status_code == 502 and message == "the served agent's upstream failed"
+        assert closed_port_url.split("//")[1].split("/")[0] not in answer.text
+    finally:
+        server.stop()
