@@ -146,15 +146,20 @@ def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
     out = tmp_path / algo
     train(TrainConfig.build({**SMALL, "algo": algo, "output_dir": str(out)}), progress=False)
     config = json.loads((out / "config.json").read_text())
-    assert config["games"] == "TwentyQuestions-v0" and config["clip_high"] == 0.28 and config["dual_clip"] == 3.0
+    assert config["games"] == "TwentyQuestions-v0:recap=true;words=builtin_train"
+    assert config["clip_high"] == 0.28 and config["dual_clip"] == 3.0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
     for row in rows[1:]:
-        assert row["samples"] >= 8 and "train/TwentyQuestions-v0/success" in row and row["advantage_s"] >= 0
+        assert row["samples"] >= 8 and row["advantage_s"] >= 0
+        assert "train/TwentyQuestions-v0:recap=true;words=builtin_train/success" in row
         assert ("belief/gain_mean" in row) == (algo == "delta-belief")
-    assert "eval/TwentyQuestions-v0/solo/win" in rows[-1] and not any("Snake" in k for k in rows[-1])
+    # trained on the training nouns, evaluated on the held-out ones, never on two-player games
+    assert "eval/TwentyQuestions-v0:recap=true;words=builtin_test/solo/win" in rows[-1]
+    assert not any("Snake" in k for k in rows[-1])
     transcripts = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
-    assert {t["game"] for t in transcripts} == {"TwentyQuestions-v0"}
+    assert {t["game"] for t in transcripts} == {"TwentyQuestions-v0:recap=true;words=builtin_train"}
+    assert all("Questions left" in t["prompt"] and "You are the questioner" not in t["prompt"] for t in transcripts)
     assert (out / "checkpoints" / "step_000002" / "spiral_arena.json").exists()
     assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"
 

@@ -453,3 +453,41 @@ def test_read_words_rejects_an_empty_list(tmp_path):
     empty.write_text("\n  \n")
     with pytest.raises(WordListError, match="has no words"):
         read_words(empty)
+
+
+def test_the_builtin_split_is_fixed_disjoint_and_covers_the_table():
+    from spiral_arena.games.twenty_questions import builtin_split
+    from spiral_arena.games.twenty_questions_oracles import TableOracle
+
+    nouns = TableOracle().nouns
+    train, test = builtin_split(nouns, "builtin_train"), builtin_split(nouns, "builtin_test")
+    assert (len(train), len(test)) == (187, 47) and not set(train) & set(test) and set(train) | set(test) == set(nouns)
+    assert test == tuple(sorted(nouns)[::5])  # every fifth noun in sorted order: the same split everywhere
+    env = spiral_arena.make("TwentyQuestions-v0:words=builtin_test")
+    secrets = set()
+    for seed in range(60):
+        env.reset(seed=seed)
+        secrets.add(env.state_.secret)
+    assert secrets <= set(test) and len(secrets) > 20
+
+
+def test_recap_puts_the_whole_game_in_the_latest_message():
+    env = spiral_arena.make("TwentyQuestions-v0:recap=true;secret=dog", obs_format="last")
+    env.reset(seed=0)
+    assert env.observe("questioner").endswith("Questions left: 20 of 20.")  # nothing to recap yet
+    for question in ("Is it alive?", "Is it alive?", "bad", "Is it made of metal?"):
+        env.step(question)
+    assert env.observe("questioner").splitlines()[1:] == [
+        "Answers so far:",
+        "1. Is it alive? -> yes",
+        "2. Is it alive? -> repeated, no answer",
+        "3. bad -> invalid, no answer",
+        "4. Is it made of metal? -> no",
+        "Questions left: 16 of 20.",
+    ]
+    plain = spiral_arena.make("TwentyQuestions-v0:secret=dog", obs_format="last")
+    plain.reset(seed=0)
+    plain.step("Is it alive?")
+    assert "Answers so far" not in plain.observe("questioner")  # off by default
+    with pytest.raises(ValueError, match="recap must be true or false"):
+        spiral_arena.make("TwentyQuestions-v0", recap="yes")

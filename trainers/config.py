@@ -616,10 +616,13 @@ RECIPES: dict[str, dict[str, Any]] = {
 # epoch, no KL; StarPO averages each turn's tokens, then the turns; delta-belief takes the token mean.
 # "ALGO/tiny" adds the CPU settings of the embedded model.
 _GROUP_PPO = {"loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "kl_coef": 0.0}
+# The CPU setting: secrets from the table's training nouns, evaluation on the 47 held-out ones, and the
+# recap observation (the questions so far in a few lines) so that prompts stay short.
 _GROUP_TINY = {
-    "games": "TwentyQuestions-v0", "game_weights": "", "group_size": 8, "groups_per_step": 8,
-    "max_new_tokens": 24, "max_game_actions": 20, "obs_format": "", "steps": 40, "eval_every": 10,
-    "eval_games": 32, "sft_steps": 300, "lr": 3e-4, "lr_schedule": "constant",
+    "games": "TwentyQuestions-v0:recap=true;words=builtin_train",
+    "eval_env_ids": "TwentyQuestions-v0:recap=true;words=builtin_test", "game_weights": "",
+    "group_size": 8, "groups_per_step": 8, "max_new_tokens": 24, "max_game_actions": 20, "obs_format": "last",
+    "steps": 40, "eval_every": 10, "eval_games": 47, "sft_steps": 300, "lr": 3e-4, "lr_schedule": "constant",
 }  # fmt: skip
 ALGO_RECIPES: dict[str, dict[str, Any]] = {
     "starpo": {**_GROUP_PPO, "aggregation": "seq_mean_token_mean"},

@@ -219,7 +219,17 @@ SCORING = {
 }
 BUILTIN_SECRET_KIND = "one common English noun for a concrete thing (an animal, plant, food, object or place)"
 LIST_SECRET_KIND = "one English noun"
-WORD_SOURCES = ("builtin", *REMOTE_LISTS)
+# A fixed split of the table's nouns for training and held-out evaluation: every fifth noun in sorted
+# order is held out (47 of 234), so the split never changes and both halves cover the alphabet.
+BUILTIN_SPLITS = ("builtin_train", "builtin_test")
+WORD_SOURCES = ("builtin", *BUILTIN_SPLITS, *REMOTE_LISTS)
+RECAP_WORDS = {"yes": "yes", "no": "no", "invalid": "invalid, no answer", "repeated": "repeated, no answer"}
+
+
+def builtin_split(nouns: Sequence[str], split: str) -> tuple[str, ...]:
+    """The ``builtin_train`` or ``builtin_test`` part of the table's nouns."""
+    held_out = split == "builtin_test"
+    return tuple(w for i, w in enumerate(sorted(nouns)) if (i % 5 == 0) == held_out)
 
 
 class TwentyQuestions(TextGame):
@@ -239,13 +249,22 @@ class TwentyQuestions(TextGame):
         oracle_api_key: str | None = None,
         words: str = "builtin",
         words_file: str | os.PathLike[str] | None = None,
+        recap: bool = False,
     ) -> None:
-        """``secret`` fixes the secret; otherwise each reset draws one from ``words`` (or ``words_file``).
+        """``secret`` fixes the secret; otherwise each reset draws one from ``words`` (or ``words_file``):
+        ``builtin_train`` / ``builtin_test`` are a fixed 187 / 47 split of the table's nouns.
+
+        ``recap``: every turn message also lists the questions so far with their answers, so the latest
+        message alone (``obs_format="last"``) holds the whole game in a few lines: short prompts for
+        small models, where the full transcript repeats the instructions at every turn.
 
         ``oracle``: ``"table"`` (offline, built-in nouns only), ``"openai:MODEL"`` (an LLM judge at
         ``oracle_base_url`` or ``$OPENAI_BASE_URL``, key from ``oracle_api_key`` or ``$OPENAI_API_KEY``),
         or an ``Oracle`` object. ``deterministic`` is False with an LLM judge.
         """
+        if not isinstance(recap, bool):
+            raise ValueError(f"recap must be true or false, got {recap!r}")
+        self.recap = recap
         if isinstance(max_questions, bool) or not isinstance(max_questions, int) or max_questions < 1:
             raise ValueError(f"max_questions must be a positive integer, got {max_questions!r}")
         if reward not in REWARD_CONFIGS:
@@ -268,6 +287,8 @@ class TwentyQuestions(TextGame):
             pool = read_words(words_file)
         elif words == "builtin":
             pool = TableOracle().nouns
+        elif words in BUILTIN_SPLITS:
+            pool = builtin_split(TableOracle().nouns, words)
         else:
             pool = load_word_list(words)
         wordless = [w for w in pool if not words_of(w)]
@@ -275,7 +296,7 @@ class TwentyQuestions(TextGame):
             raise ValueError(f"every secret must contain letters; these do not: {wordless[:5]}")
         self.oracle.check_secrets(pool)
         self.words = tuple(pool)
-        builtin = words == "builtin" and words_file is None
+        builtin = words in ("builtin", *BUILTIN_SPLITS) and words_file is None
         self.secret_kind = BUILTIN_SECRET_KIND if builtin else LIST_SECRET_KIND
         self.example_bank = canonical_questions()
 
@@ -289,7 +310,14 @@ class TwentyQuestions(TextGame):
         )
 
     def turn_message(self, state: TwentyQuestionsState, player: int) -> str:
-        return f"Questions left: {state.questions_left} of {state.max_questions}."
+        left = f"Questions left: {state.questions_left} of {state.max_questions}."
+        if not self.recap or not state.turns:
+            return left
+        lines = [
+            f"{n}. {sanitize(t.question)} -> {RECAP_WORDS.get(t.verdict, 'no answer')}"
+            for n, t in enumerate(state.turns, 1)
+        ]
+        return "\n".join(["Answers so far:", *lines, left])
 
     def parse(self, state: TwentyQuestionsState, text: str) -> str:
         """The question: the last boxed text, else the whole answer. Never an invalid move: a bad
