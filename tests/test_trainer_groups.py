@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import spiral_arena
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -137,7 +139,7 @@ def test_delta_belief_reads_belief_before_each_turn_and_after_the_last(tiny_poli
 SMALL = {
     "steps": 2, "sft_steps": 2, "sft_batch": 8, "group_size": 4, "groups_per_step": 2, "obs_format": "last",
     "max_new_tokens": 8, "eval_every": 2, "eval_games": 4, "games_in_flight": 8, "time_limit_s": 0,
-    "save_every": 2, "micro_batch": 16,
+    "save_every": 2, "micro_batch": 16, "eval_samples_per_secret": 1,
 }  # fmt: skip
 
 
@@ -155,7 +157,7 @@ def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
         assert "train/TwentyQuestions-v0:recap=true;words=builtin_train/success" in row
         assert ("belief/gain_mean" in row) == (algo == "delta-belief")
     # trained on the training nouns, evaluated on the held-out ones, never on two-player games
-    assert "eval/TwentyQuestions-v0:recap=true;words=builtin_test/solo/win" in rows[-1]
+    assert "eval/TwentyQuestions-v0:recap=true;words=builtin_test/pass_at_1" in rows[-1]
     assert not any("Snake" in k for k in rows[-1])
     transcripts = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
     assert {t["game"] for t in transcripts} == {"TwentyQuestions-v0:recap=true;words=builtin_train"}
@@ -174,3 +176,30 @@ def test_group_algorithms_refuse_games_that_do_not_fit(tmp_path):
     with pytest.raises(ConfigError, match="group_size: must be at least 2"):
         TrainConfig.build({"algo": "delta-belief", "group_size": 1})
     assert not Path(tmp_path / "never").exists()
+
+
+def test_held_out_evaluation_plays_every_secret_k_times(tmp_path):
+    """Mean@k and Pass@k over every secret: a questioner that only ever asks about a dog finds the dog
+    every time and nothing else, so both are 1/3 over three secrets."""
+    from trainers.evaluate import covering_seeds, play_against
+    from trainers.rollout import GameSpec
+
+    words = tmp_path / "words.txt"
+    words.write_text("dog\ncat\napple\n")
+    spec = GameSpec.parse(f"TwentyQuestions-v0:words_file={words};max_questions=3")
+    seeds = covering_seeds(spec, 100)
+    assert covering_seeds(spec, 100) == seeds and len(set(seeds)) == 3  # seeded: the same seeds again
+    env = spiral_arena.make(spec.label)
+    drawn = []
+    for seed in seeds:
+        env.reset(seed=seed)
+        drawn.append(env.state_.secret)
+    assert drawn == ["dog", "cat", "apple"]  # one seed per secret, in word-list order
+    policy = Policy(EchoEngine(CharTokenizer(), lambda p: "\\boxed{Is it a dog?}"), CharTokenizer(), "bare")
+    generation = dict(max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=20, obs_format="")
+    metrics = play_against(policy, [spec], ["random"], 5, seed=100, secret_samples=4, **generation)
+    key = f"eval/{spec.label}"
+    assert metrics[f"{key}/mean_at_4"] == pytest.approx(1 / 3) and metrics[f"{key}/pass_at_4"] == pytest.approx(1 / 3)
+    assert metrics[f"{key}/solo/win"] == metrics[f"{key}/mean_at_4"]
+    assert metrics[f"{key}/mean_at_4_low"] <= 1 / 3 <= metrics[f"{key}/mean_at_4_high"]
+    assert metrics[f"{key}/questions_mean"] == pytest.approx((1 + 3 + 3) / 3)  # the dog at once, else all 3

@@ -182,6 +182,9 @@ class TrainConfig:
     openai:MODEL, ...; empty = no matches."""
     eval_env_ids: str = ""
     """Games to evaluate on, written as games is; empty = the training games plus the out-of-domain games."""
+    eval_samples_per_secret: int = 8
+    """Twenty Questions evaluation: every secret of the word list played this many times (Mean@k and
+    Pass@k with k = this); 0 = eval_games games on random secrets instead."""
     eval_temperature: float = 0.6
     """Sampling temperature during evaluation; 0 = greedy."""
     eval_reasoning: str = ""
@@ -390,6 +393,7 @@ RANGES: dict[str, Range] = {
     "sft_lr": _POSITIVE,
     "eval_every": _AT_LEAST_1,
     "eval_games": _AT_LEAST_1,
+    "eval_samples_per_secret": _NON_NEGATIVE,
     "eval_temperature": _NON_NEGATIVE,
     "eval_reasoning_max_new_tokens": _AT_LEAST_1,
     "save_every": _AT_LEAST_1,
@@ -622,7 +626,7 @@ _GROUP_TINY = {
     "games": "TwentyQuestions-v0:recap=true;words=builtin_train",
     "eval_env_ids": "TwentyQuestions-v0:recap=true;words=builtin_test", "game_weights": "",
     "group_size": 8, "groups_per_step": 8, "max_new_tokens": 24, "max_game_actions": 20, "obs_format": "last",
-    "steps": 40, "eval_every": 10, "eval_games": 47, "sft_steps": 300, "lr": 3e-4, "lr_schedule": "constant",
+    "steps": 40, "eval_every": 10, "sft_steps": 300, "lr": 3e-4, "lr_schedule": "constant",
 }  # fmt: skip
 ALGO_RECIPES: dict[str, dict[str, Any]] = {
     "starpo": {**_GROUP_PPO, "aggregation": "seq_mean_token_mean"},

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from spiral_arena import list_envs
+from spiral_arena import list_envs, make
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
 from spiral_arena.registry import spec as spec_of
@@ -32,13 +32,23 @@ def eval_games(training_games: list[GameSpec], extra: str) -> list[GameSpec]:
 
 
 def play_against(
-    policy: Policy, games: list[GameSpec], opponents: list[str], n_games: int, seed: int, **generation: Any
+    policy: Policy,
+    games: list[GameSpec],
+    opponents: list[str],
+    n_games: int,
+    seed: int,
+    secret_samples: int = 0,
+    **generation: Any,
 ) -> dict[str, float]:
     """Win/draw/loss and invalid rate of the policy vs each opponent, seats alternating. A
-    single-player game (Twenty Questions) has no opponent: it is played once, as "solo"."""
+    single-player game has no opponent: it is played once, as "solo"; Twenty Questions with
+    ``secret_samples`` k > 0 plays every secret of its word list k times (``secret_success``)."""
     metrics: dict[str, float] = {}
     for spec in games:
         solo = len(spec_of(spec.env_id).game.agents) == 1
+        if solo and secret_samples > 0 and "secret" not in spec.options and spec.env_id == "TwentyQuestions-v0":
+            metrics.update(secret_success(policy, spec, secret_samples, seed, **generation))
+            continue
         for name in ["solo"] if solo else opponents:
             opponent = None if solo else make_agent(name)
             if hasattr(opponent, "reset"):
@@ -70,6 +80,66 @@ def play_against(
             for outcome in ("win", "draw", "loss", "invalid"):
                 metrics[f"{key}/{outcome}"] = counts[outcome] / len(results)
     return metrics
+
+
+def covering_seeds(spec: GameSpec, start: int) -> list[int]:
+    """One reset seed per secret of a game that draws its secret from a word list (Twenty Questions),
+    in word-list order: the first seed from ``start`` on whose reset draws that word."""
+    env = make(spec.env_id, **spec.options)
+    words = list(getattr(env.game, "words", ()))
+    found: dict[str, int] = {}
+    for seed in range(start, start + 200 * max(1, len(words))):
+        env.reset(seed=seed)
+        found.setdefault(env.state_.secret, seed)
+        if len(found) == len(words):
+            break
+    missing = [w for w in words if w not in found]
+    if missing:
+        raise ValueError(f"{spec.label}: no reset seed draws {missing[:3]}: cannot evaluate every secret")
+    return [found[w] for w in words]
+
+
+def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **generation: Any) -> dict[str, float]:
+    """Every secret of ``spec`` played ``samples`` times: Mean@k (the mean success rate) and Pass@k
+    (at least one success in k, unbiased with n = k), each with a 95% bootstrap interval over the
+    secrets, and the mean number of questions. ``eval/GAME/solo/win`` is Mean@k, so the summary
+    lines read it as a win rate."""
+    from evals.metrics import benchmark_metrics
+
+    seeds = covering_seeds(spec, seed)
+    results = collect(
+        policy,
+        [spec],
+        np.ones(1),
+        min_samples=0,
+        games_in_flight=min(len(seeds) * samples, 512),
+        rng=np.random.default_rng(seed),
+        games=len(seeds) * samples,
+        group_size=samples,
+        group_seeds=seeds,
+        invalid_penalty=-1.0,
+        invalid_opponent_reward=1.0,
+        **generation,
+    )
+    by_seed: dict[int, list[bool]] = defaultdict(list)
+    for r in results:
+        by_seed[r.seed].append(r.won)
+    correct = np.array([by_seed[s] for s in seeds], dtype=bool)
+    scores = benchmark_metrics(correct, spec.label, seed=seed)
+    mean, best = scores["mean_at_n"], scores["pass_at_k"][str(samples)]
+    key = f"eval/{spec.label}"
+    return {
+        f"{key}/solo/win": mean["value"],
+        f"{key}/solo/loss": 1.0 - mean["value"],
+        f"{key}/solo/invalid": sum(r.invalid_by == 0 for r in results) / len(results),
+        f"{key}/mean_at_{samples}": mean["value"],
+        f"{key}/mean_at_{samples}_low": mean["ci95"][0],
+        f"{key}/mean_at_{samples}_high": mean["ci95"][1],
+        f"{key}/pass_at_{samples}": best["value"],
+        f"{key}/pass_at_{samples}_low": best["ci95"][0],
+        f"{key}/pass_at_{samples}_high": best["ci95"][1],
+        f"{key}/questions_mean": float(np.mean([len(r.turns) for r in results])),
+    }
 
 
 def model_scorer(model, policy: Policy):
@@ -137,7 +207,7 @@ def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
     if "eval/kuhn_exploitability" in scores:
         parts.append(f"Kuhn exploitability {scores['eval/kuhn_exploitability']:.3f}")
     for game, rows in match_table(scores).items():
-        if game not in trained:
+        if game not in trained and "solo" not in rows:  # held-out secrets count, other games wait for the end
             continue
         shown = ", ".join(f"{o} {r.get('win', 0) + r.get('draw', 0):.2f}" for o, r in rows.items())
         invalid = max(r.get("invalid", 0.0) for r in rows.values())
@@ -153,7 +223,7 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
     trained = [s.label for s in parse_mixture(config.games, config.game_weights)[0]]
     table = match_table(scores)
     opponents = list(dict.fromkeys(o for rows in table.values() for o in rows))
-    width = max([len(g) for g in table] + [len("game")]) + len(" (out-of-domain)")
+    width = max([len(g) for g in table] + [len("game")]) + len(" (held-out secrets)")
     early = f", stopped by the time limit before step {config.steps}" if step < config.steps else ""
     lines = [
         f"\nFinal evaluation at step {scores.get('step', step)} ({seconds / 60:.1f} min of training{early}; "
@@ -162,7 +232,8 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
     if table:
         lines.append(f"  {'game':<{width}}" + "".join(f"  {'W+D / L vs ' + o:>22}" for o in opponents) + "  invalid")
         for game, rows in table.items():
-            name = game if game in trained else f"{game} (out-of-domain)"
+            held_out = "(held-out secrets)" if "solo" in rows else "(out-of-domain)"
+            name = game if game in trained else f"{game} {held_out}"
             cells = "".join(
                 f"  {rows[o].get('win', 0) + rows[o].get('draw', 0):>15.2f} / {rows[o].get('loss', 0):.2f}"
                 if o in rows

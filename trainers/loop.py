@@ -428,6 +428,7 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
             opponents,
             config.eval_games,
             seed=12345,
+            secret_samples=config.eval_samples_per_secret,
             max_new_tokens=config.max_new_tokens,
             temperature=config.eval_temperature,
             top_p=config.top_p,

@@ -167,6 +167,7 @@ def collect(
     games: int | None = None,
     pool: EnvPool | None = None,
     group_size: int = 1,
+    group_seeds: list[int] | None = None,
 ) -> list[GameResult]:
     """Play games until finished games hold at least ``min_samples`` policy turns.
 
@@ -175,7 +176,8 @@ def collect(
     ``opponent`` None is self-play (the policy holds every seat); otherwise the policy holds one
     seat, alternating between games. ``games`` plays exactly that many games instead (evaluation,
     group training). ``group_size`` G > 1 launches games in runs of G with one reset seed (one
-    game, one secret), so each group differs from its siblings only in what the policy samples.
+    game, one secret), so each group differs from its siblings only in what the policy samples;
+    ``group_seeds`` gives those reset seeds instead of drawing them (evaluation on chosen secrets).
     """
     results: list[GameResult] = []
     slots: list[_Slot] = []
@@ -190,7 +192,9 @@ def collect(
     def launch() -> None:
         nonlocal games_started, group
         if group is None or games_started % group_size == 0:
-            group = (specs[int(rng.choice(len(specs), p=weights))], int(rng.integers(2**31)))
+            spec = specs[int(rng.choice(len(specs), p=weights))]
+            seed = int(rng.integers(2**31)) if group_seeds is None else group_seeds[games_started // group_size]
+            group = (spec, seed)
         spec, seed = group
         env = pool.take(spec, obs_format)
         env.reset(seed=seed)
