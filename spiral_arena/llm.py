@@ -24,7 +24,7 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 log = logging.getLogger(__name__)
 
@@ -244,8 +244,13 @@ class ChatClient:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._key = key or None
-        self._secrets = [s for s in {key, quote(key, safe="")} if s] if key else []
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        # the key, and anything secret-like in the base URL (a query such as ?api-key=..., a password),
+        # is scrubbed from every error text: a server or httpx may echo the URL
+        hidden = [key] if key else []
+        hidden += [value for _, value in parse_qsl(parts.query) if len(value) >= 4] + [parts.password or ""]
+        self._secrets = sorted({s for h in hidden if h for s in (h, quote(h, safe=""))}, key=len, reverse=True)
+        # {base path}/chat/completions, keeping a query the endpoint needs (Azure's ?api-version=...)
+        self._url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions", fragment=""))
         self._jitter = random.Random()
         self._httpx = httpx
         self._http = httpx.Client(

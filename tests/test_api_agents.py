@@ -482,3 +482,36 @@ def test_an_environment_key_only_goes_to_hosts_chosen_for_it(monkeypatch):
     monkeypatch.delenv("SPIRAL_ARENA_TRUST_HOSTS")
     monkeypatch.setenv("OPENAI_BASE_URL", "https://gateway.example.com/v1")
     assert make_agent("openai:m").spec == "openai:m@https://gateway.example.com/v1"
+
+
+def test_a_base_url_with_a_query_is_joined_properly_and_its_secrets_never_echo():
+    """Azure-style endpoints put the API version in the query: the request must go to
+    {path}/chat/completions?{query}, and a secret in that query is scrubbed from error text even when
+    the server echoes the URL back."""
+    from spiral_arena.llm import APIError, ChatClient
+
+    seen: list[str] = []
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            seen.append(self.path)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"error": {"message": f"bad request to {self.path}"}}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/v1?api-version=2024-06&sig=s3cr3t-sig"
+        with ChatClient("m", url, max_retries=0) as client, pytest.raises(APIError) as error:
+            client.chat([{"role": "user", "content": "hi"}])
+    finally:
+        server.shutdown()
+    assert seen == ["/v1/chat/completions?api-version=2024-06&sig=s3cr3t-sig"]
+    assert "s3cr3t-sig" not in str(error.value) and "bad request to /v1/chat/completions" in str(error.value)
