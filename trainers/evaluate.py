@@ -142,25 +142,36 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
     }
 
 
-def model_scorer(model, policy: Policy):
-    """(observation, answers) -> log-prob of each whole answer (plus end of turn) under ``model``."""
+GREEDY_TEMPERATURE = 1e-3  # temperature 0 (greedy) is read as this: the greedy path gets all the mass
+
+
+def model_scorer(model, policy: Policy, temperature: float = 1.0):
+    """(observation, answers) -> log-prob of each whole answer (plus end of turn) under ``model``
+    sampled at ``temperature`` (each token's logits divided by it, as the engine samples; 0 = greedy)."""
     tokenizer, device = policy.tokenizer, next(model.parameters()).device
+    temperature = temperature if temperature > 0 else GREEDY_TEMPERATURE
 
     @torch.no_grad()
     def score(observation: str, answers: list[str]) -> list[float]:
         prompt = policy.prompt_ids(observation)
         targets = [tokenizer(a, add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for a in answers]
         ids, attention, positions, mask = pack([prompt] * len(answers), targets, tokenizer.pad_token_id, device)
-        logp, m = response_logprobs(model, ids, attention, positions, mask)
+        logp, m = response_logprobs(model, ids, attention, positions, mask, temperature)
         return (logp * m).sum(dim=1).tolist()
 
     return score
 
 
-def kuhn_metrics(model, policy: Policy, obs_format: str = "") -> dict[str, float]:
+def kuhn_metrics(model, policy: Policy, obs_format: str = "", temperature: float = 1.0) -> dict[str, float]:
+    """Exact exploitability of the single-hand policy read off the model at temperature 1 (SPIRAL's
+    read-out, ``eval/kuhn_exploitability``) and, when it differs, at ``temperature``, the way the
+    evaluation samples it (``eval/kuhn_exploitability_at_eval_t``)."""
     probs, invalid_mass = kuhn_policy_from_scores(model_scorer(model, policy), obs_format)
     out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
     out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
+    if temperature != 1.0:
+        sampled, _ = kuhn_policy_from_scores(model_scorer(model, policy, temperature), obs_format)
+        out["eval/kuhn_exploitability_at_eval_t"] = kuhn_exploitability(sampled)
     return out
 
 
@@ -244,8 +255,10 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
             lines.append(f"  {name:<{width}}{cells}  {invalid:>6.1%}")
     numbers = headline(scores, trained)
     if "kuhn_exploitability" in numbers:
+        sampled = scores.get("eval/kuhn_exploitability_at_eval_t")
+        at_t = "" if sampled is None else f"; {sampled:.3f} at the evaluation temperature {config.eval_temperature:g}"
         lines.append(
-            f"  Kuhn single-hand exploitability {numbers['kuhn_exploitability']:.3f} "
+            f"  Kuhn single-hand exploitability {numbers['kuhn_exploitability']:.3f} at temperature 1{at_t} "
             "(Nash 0; any card-blind policy 1/3; uniform random 11/24)"
         )
     checked = []

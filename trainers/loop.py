@@ -436,7 +436,7 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
             obs_format=config.obs_format,
         )
     if any(s.env_id == "KuhnPoker-v0" for s in specs):
-        metrics.update(kuhn_metrics(model, policy, config.obs_format))
+        metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
     model.train()
     return metrics
 

@@ -86,8 +86,9 @@ class HFAgent(BaseAgent):
         messages = [{"role": "user", "content": content}]
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def score_answers(self, observation: str, answers: list[str]) -> list[float]:
-        """Log-probability of each whole answer (ending the turn) as the reply to ``observation``."""
+    def score_answers(self, observation: str, answers: list[str], temperature: float = 1.0) -> list[float]:
+        """Log-probability of each whole answer (ending the turn) as the reply to ``observation`` when
+        sampled at ``temperature`` (logits divided by it; 0 is read as 1e-3, i.e. greedy)."""
         torch = self.torch
         tok = self.tokenizer
         prompt = tok(self.prompt_text(observation), add_special_tokens=False)["input_ids"]
@@ -96,16 +97,21 @@ class HFAgent(BaseAgent):
             for answer in answers:
                 target = tok(answer, add_special_tokens=False)["input_ids"] + [self.stop_ids[0]]
                 ids = torch.tensor([prompt + target], device=self.device)
-                logp = torch.log_softmax(self.model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+                logits = self.model(input_ids=ids).logits[0, :-1].float() / (temperature if temperature > 0 else 1e-3)
+                logp = torch.log_softmax(logits, dim=-1)
                 positions = torch.arange(len(prompt) - 1, ids.shape[1] - 1, device=self.device)
                 scores.append(float(logp[positions, ids[0, len(prompt) :]].sum()))
         return scores
 
     def kuhn_policy(self) -> dict[str, float]:
-        """Its single-hand Kuhn policy, read from answer log-probs (for exact exploitability)."""
+        """Its single-hand Kuhn policy as it plays: answer log-probs at its own sampling temperature
+        (greedy: the argmax policy), for exact exploitability."""
         from spiral_arena.analysis import kuhn_policy_from_scores
 
-        return kuhn_policy_from_scores(self.score_answers, self.obs_format if self.obs_format != "last" else "")[0]
+        def score(observation: str, answers: list[str]) -> list[float]:
+            return self.score_answers(observation, answers, self.temperature)
+
+        return kuhn_policy_from_scores(score, self.obs_format if self.obs_format != "last" else "")[0]
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         return self.act_batch([observation], [info])[0]

@@ -1,0 +1,78 @@
+"""Kuhn exploitability read the way a policy plays: answer probabilities at its sampling temperature
+(greedy: the argmax policy), against a hand-computed softmax of the tiny model's own logits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from trainers.evaluate import kuhn_metrics, model_scorer  # noqa: E402
+from trainers.rollout import Policy  # noqa: E402
+
+ANSWERS = ["\\boxed{[bet]}", "\\boxed{[check]}"]
+OBSERVATION = "[GAME] Your card: J. Your turn. Legal actions: [check], [bet]."
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.engines.hf import HFEngine
+    from trainers.tiny import create_tiny
+
+    path = create_tiny(tmp_path_factory.mktemp("tiny") / "model", ["KuhnPoker-v0"], seed=3)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    stops = [tokenizer.eos_token_id]
+    return path, model, Policy(HFEngine(model, stops, tokenizer.pad_token_id), tokenizer, "bare", stops)
+
+
+def by_hand(model, policy, answer: str, temperature: float) -> float:
+    """log P(answer, then end of turn) with every token drawn from softmax(logits / temperature)."""
+    prompt = policy.prompt_ids(OBSERVATION)
+    target = policy.tokenizer(answer, add_special_tokens=False)["input_ids"] + [policy.end_of_turn]
+    ids = torch.tensor([prompt + target])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0].double() / temperature
+    total = 0.0
+    for i, token in enumerate(target):
+        row = logits[len(prompt) + i - 1]
+        total += float(row[token] - torch.logsumexp(row, dim=0))
+    return total
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+def test_answer_scores_are_the_softmax_at_the_temperature(tiny, temperature):
+    _, model, policy = tiny
+    scores = model_scorer(model, policy, temperature)(OBSERVATION, ANSWERS)
+    expected = [by_hand(model, policy, a, temperature) for a in ANSWERS]
+    assert scores == pytest.approx(expected, abs=1e-4)
+    # the policy read-out normalises over the two legal answers
+    p_bet = math.exp(scores[0]) / (math.exp(scores[0]) + math.exp(scores[1]))
+    assert 0 < p_bet < 1
+
+
+def test_exploitability_at_the_evaluation_temperature_and_greedy(tiny):
+    path, model, policy = tiny
+    at_one = kuhn_metrics(model, policy, "last")
+    assert "eval/kuhn_exploitability_at_eval_t" not in at_one  # temperature 1: one read-out
+    cooler = kuhn_metrics(model, policy, "last", temperature=0.6)
+    assert cooler["eval/kuhn_exploitability"] == pytest.approx(at_one["eval/kuhn_exploitability"])
+    assert 0 <= cooler["eval/kuhn_exploitability_at_eval_t"] <= 1
+    greedy = model_scorer(model, policy, 0.0)(OBSERVATION, ANSWERS)
+    probabilities = sorted(math.exp(s) for s in greedy)
+    assert probabilities[0] < 1e-6  # greedy decoding produces at most one of the two answers
+
+    from spiral_arena.agents import make_agent
+
+    # an hf: agent states the policy it plays: at its own temperature, not always at 1
+    greedy_agent = make_agent(f"hf:{path}", temperature=0).kuhn_policy()
+    sampled = make_agent(f"hf:{path}", temperature=1.0).kuhn_policy()
+    warm = make_agent(f"hf:{path}", temperature=2.0).kuhn_policy()
+    assert set(greedy_agent) == set(sampled) == set(warm) and greedy_agent != sampled != warm
+    # a hotter policy is closer to uniform between the two answers
+    assert sum(abs(p - 0.5) for p in warm.values()) < sum(abs(p - 0.5) for p in sampled.values())
