@@ -38,18 +38,11 @@ def _seed_problem(seed: int | None, games: int = 1) -> list[str]:
 
 def _env_problems(flag: str, env_ids: list[str], obs_format: str = "") -> list[str]:
     """Each env id (with options) that ``make`` refuses; built once, exactly as the command will."""
-    from spiral_arena.registry import make
+    from spiral_arena.registry import env_id_problem
 
     if not env_ids:
         return [f"{flag}: give at least one env id, e.g. KuhnPoker-v0 (spiral-arena envs lists them)"]
-    problems = []
-    for env_id in env_ids:
-        try:
-            make(env_id, **({"obs_format": obs_format} if obs_format else {}))
-        except (TypeError, ValueError) as error:
-            name = env_id.split(":")[0].strip()  # the id alone: an option's value may be a secret
-            problems.append(f"{flag}: {error}" if name in str(error) else f"{flag}: {name}: {error}")
-    return problems
+    return [f"{flag}: {problem}" for env_id in env_ids if (problem := env_id_problem(env_id, obs_format))]
 
 
 def _spec_problems(flag: str, spec: str, human: bool) -> list[str]:

@@ -143,6 +143,19 @@ def make(env_id: str, **kwargs: Any) -> TextGameEnv:
     return TextGameEnv(s.game(**game_kwargs), env_id, **env_kwargs)
 
 
+def env_id_problem(text: str, obs_format: str = "") -> str | None:
+    """What ``make`` refuses about an env id with options, found by building the env once as the
+    commands and rollouts build it; None when it builds. The message names the bare id, never an
+    option's value (one may be a secret)."""
+    try:
+        env_id, options = parse_env_id(text)
+        make(env_id, **options, **({"obs_format": obs_format} if obs_format else {}))
+    except (TypeError, ValueError, OSError) as error:
+        name = text.split(":")[0].strip()
+        return str(error) if name in str(error) else f"{name}: {error}"
+    return None
+
+
 def make_parallel(env_id: str, **kwargs: Any) -> ParallelEnv:
     """The PettingZoo Parallel API view of ``env_id``.
 

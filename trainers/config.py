@@ -472,18 +472,10 @@ def _count(text: Any) -> int | None:
 def _game_problems(games: str, obs_format: str) -> list[str]:
     """Each game spec that does not parse, names no env, or gives options its env refuses. The env is
     built exactly as rollouts build it, so an option is checked against the env itself."""
-    from spiral_arena.registry import make
-    from trainers.rollout import GameSpec
+    from spiral_arena.registry import env_id_problem
 
-    problems = []
-    for item in filter(None, (g.strip() for g in games.split(","))):
-        try:
-            spec = GameSpec.parse(item)
-            make(spec.env_id, **spec.options, **({"obs_format": obs_format} if obs_format else {}))
-        except (TypeError, ValueError, OSError) as error:
-            name = item.split(":")[0].strip()  # the id alone: an option's value may be a secret
-            problems.append(f"{error}" if name in str(error) else f"{name}: {error}")
-    return problems
+    items = filter(None, (g.strip() for g in games.split(",")))
+    return [problem for item in items if (problem := env_id_problem(item, obs_format))]
 
 
 def _algo_problems(algo: str, games: str, opponent: str) -> list[str]:

@@ -224,8 +224,6 @@ def make_agent(spec: str | Agent, **kwargs: Any) -> Agent:
     if parsed.kind == "human":
         return HumanAgent(**kwargs)
     if parsed.kind == "expert":
-        from spiral_arena.agents.expert import ExpertAgent
-
         return ExpertAgent(**kwargs)
     if parsed.kind in PROVIDERS:
         return APIAgent(provider=parsed.kind, model=parsed.target, base_url=parsed.base_url, **kwargs)
