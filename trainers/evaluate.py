@@ -226,12 +226,10 @@ def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
     return f"step {step:>4} eval: " + " | ".join(parts)
 
 
-def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any) -> str:
-    """The closing table: win-or-draw and loss per game and opponent, exploitability, invalid rate,
-    time, and which README targets (tiny recipe) are met."""
-    from trainers.rollout import parse_mixture
-
-    trained = [s.label for s in parse_mixture(config.games, config.game_weights)[0]]
+def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any, trained: list[str]) -> str:
+    """The closing table: win-or-draw and loss per game and opponent (``trained``: the training games'
+    labels; others are out-of-domain or held out), exploitability, invalid rate, time, and which README
+    targets (tiny recipe) are met."""
     table = match_table(scores)
     opponents = list(dict.fromkeys(o for rows in table.values() for o in rows))
     width = max([len(g) for g in table] + [len("game")]) + len(" (held-out secrets)")

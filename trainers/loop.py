@@ -67,6 +67,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     grouped = config.algo != "rae"  # StarPO / delta-belief: groups of games on one secret, exact counts
     group_games = config.groups_per_step // config.rollout_shards * config.group_size if grouped else None
     specs, weights = parse_mixture(config.games, config.game_weights)
+    trained_labels = [s.label for s in specs]
     generation = dict(
         max_new_tokens=config.max_new_tokens,
         top_p=config.top_p,
@@ -146,7 +147,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             scores = evaluate(model, policy, config, specs, play=ddp.main)
         if ddp.main:
             start_row.update({"time_s": time.monotonic() - started, **scores})
-            bar.write(eval_line(0, scores, [s.label for s in specs]))
+            bar.write(eval_line(0, scores, trained_labels))
     if len(start_row) > 1:
         log.write(start_row)
     step = start
@@ -243,7 +244,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             if ddp.main:
                 metrics.update(scores)
                 log.transcripts(step, turns)
-                bar.write(eval_line(step, scores, [s.label for s in specs]))
+                bar.write(eval_line(step, scores, trained_labels))
         log.write(metrics)
         if step % config.save_every == 0 or last:
             states = ddp.gather({s: shard_rngs[s].bit_generator.state for s in shards})
@@ -274,7 +275,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             file=sys.stderr,
         )
     if ddp.main and progress:
-        print(final_summary(log.last_eval, step, time.monotonic() - started, config))
+        print(final_summary(log.last_eval, step, time.monotonic() - started, config, trained_labels))
     if config.plots and ddp.main:
         from trainers.plots import plot_run
 
