@@ -3,7 +3,8 @@
 Without a subcommand it plays the default round robin (built-in agents and the latest checkpoint of
 every run under ./runs, on the three training games) and prints the table. ``--reasoning DIR`` adds the
 ``spiral-arena eval`` average of each ``hf:`` entrant that has a run there (see ``leaderboard.reasoning``);
-it is checked before any game is played.
+it is checked before any game is played. Single-player games (Twenty Questions) in ``--games`` are played
+by every agent alone on the same seeds and get a success-rate table instead of ratings.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reasoning", dest="default_reasoning", type=Path, metavar="DIR", help=f"default run only: {REASONING_HELP}"
     )
     sub = parser.add_subparsers(dest="leaderboard_command")
-    run = sub.add_parser("run", help="play a duplicate round robin and store every game")
+    run = sub.add_parser(
+        "run", help="play a duplicate round robin (single-player games: every agent alone) and store every game"
+    )
     run.add_argument(
         "--agents",
         default=None,
@@ -52,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--games-per-pair",
         type=int,
         default=DEFAULT_GAMES_PER_PAIR,
-        help="games per pair and game id, even: each seed is played from both seats (default: %(default)s)",
+        help="games per pair and game id, even: each seed is played from both seats; in single-player games, "
+        "games per agent (any number >= 1, seeds SEED, SEED+1, ... for every agent) (default: %(default)s)",
     )
     run.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
     run.add_argument("--workers", type=int, default=1, help="worker processes (default: %(default)s)")
@@ -62,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--reasoning", type=Path, metavar="DIR", help=REASONING_HELP)
 
-    show = sub.add_parser("show", help="ratings and tables from a results database")
+    show = sub.add_parser("show", help="ratings, success rates and tables from a results database")
     show.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
     show.add_argument("--game", default=None, help="only this env id (with its options, if it was run with any)")
     show.add_argument("--html", type=Path, help="write a self-contained HTML page here")

@@ -1,7 +1,8 @@
 """Standings out: a terminal table (rich), CSV, JSON, a PNG plot and one self-contained HTML page.
 
 The HTML page has no external assets: CSS and the sorting script are inline and the plot is embedded
-as a base64 PNG, so the file can be mailed or archived as it is.
+as a base64 PNG, so the file can be mailed or archived as it is. Single-player scopes have their own
+columns (success rate with its interval, turns) in every output, and no head to head.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -24,16 +25,29 @@ from rich.console import Console
 from rich.table import Table
 
 from leaderboard.reasoning import ReasoningColumn, ReasoningScore
-from leaderboard.standings import OVERALL, AgentStanding, Scope, Standings, score_matrix
+from leaderboard.standings import (
+    CONFIDENCE,
+    OVERALL,
+    AgentStanding,
+    Scope,
+    SoloScope,
+    SoloStanding,
+    Standings,
+    score_matrix,
+)
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 CSV_COLUMNS = (
     "scope", "rank", "agent", "rating", "ci_low", "ci_high", "games", "wins", "draws", "losses", "score",
     "mean_payoff", "payoff_unit", "invalid_rate", "errors", "exploitability",
+    "successes", "success_rate", "success_ci_low", "success_ci_high", "mean_turns",
     "reasoning", "reasoning_ci_low", "reasoning_ci_high",
 )  # fmt: skip
+SUCCESS_HEADER = f"Success [{CONFIDENCE:.0%} CI]"
+SUCCESS_INTERVAL = f"{CONFIDENCE:.0%} Wilson score interval"
 PIPED_WIDTH = 200
 ZERO = 1e-12  # smaller magnitudes are float noise around an exact 0 (the Nash expert's exploitability)
 NAME_WIDTH, NAME_LINES = 30, 3  # an agent name in the PNG: characters per line, lines at most
@@ -58,6 +72,12 @@ def _pct(value: float | None) -> str:
 
 def _interval(row: AgentStanding) -> str:
     return "" if row.low is None else f"{_num(row.low, '.0f')}-{_num(row.high, '.0f')}"
+
+
+def _success_text(row: SoloStanding) -> str:
+    if row.low is None:
+        return ""
+    return f"{_pct(row.success_rate)} [{_num(100 * row.low, '.1f')}-{_num(100 * row.high, '.1f')}]"
 
 
 def _reasoning_text(score: ReasoningScore | None) -> str:
@@ -108,9 +128,13 @@ def _has_exploitability(scope: Scope) -> bool:
     return any(r.exploitability is not None for r in scope.agents)
 
 
-def _title(scope: Scope) -> str:
+def _title(scope: Scope | SoloScope) -> str:
     games = f"{scope.games} games" + (f", {scope.errors} errors left out" if scope.errors else "")
-    return f"{'Overall' if scope.name == OVERALL else scope.name} ({games}; ranked by {scope.ranked_by})"
+    alone = ", one player" if isinstance(scope, SoloScope) else ""
+    return f"{'Overall' if scope.name == OVERALL else scope.name} ({games}{alone}; ranked by {scope.ranked_by})"
+
+
+Row = AgentStanding | SoloStanding
 
 
 class Column(NamedTuple):
@@ -118,13 +142,41 @@ class Column(NamedTuple):
 
     header: str
     kind: str
-    sort_value: Callable[[int, AgentStanding], Any]
-    text: Callable[[int, AgentStanding], str]
+    sort_value: Callable[[int, Row], Any]
+    text: Callable[[int, Row], str]
 
 
-def _columns(scope: Scope, reasoning: ReasoningColumn | None = None) -> list[Column]:
+def _reasoning_column(reasoning: ReasoningColumn) -> Column:
+    """Blank for an agent without an eval run."""
+    scores = reasoning.scores
+    return Column(
+        "Reasoning",
+        "num",
+        lambda k, r: getattr(scores.get(r.label), "value", None),
+        lambda k, r: _reasoning_text(scores.get(r.label)),
+    )
+
+
+def _solo_columns(reasoning: ReasoningColumn | None) -> list[Column]:
+    """A single-player scope's columns: the success rate and its interval share a cell, sorted by the rate."""
+    cols = [
+        Column("#", "num", lambda k, r: k, lambda k, r: str(k)),
+        Column("Agent", "text", lambda k, r: r.label, lambda k, r: r.label),
+        Column("Games", "num", lambda k, r: r.games, lambda k, r: str(r.games)),
+        Column("Successes", "num", lambda k, r: r.successes, lambda k, r: str(r.successes)),
+        Column(SUCCESS_HEADER, "num", lambda k, r: r.success_rate, lambda k, r: _success_text(r)),
+        Column("Turns", "num", lambda k, r: r.mean_turns, lambda k, r: _num(r.mean_turns, ".1f")),
+        Column("Invalid", "num", lambda k, r: r.invalid_rate, lambda k, r: _pct(r.invalid_rate)),
+        Column("Errors", "num", lambda k, r: r.errors, lambda k, r: str(r.errors)),
+    ]
+    return cols if reasoning is None else [*cols, _reasoning_column(reasoning)]
+
+
+def _columns(scope: Scope | SoloScope, reasoning: ReasoningColumn | None = None) -> list[Column]:
     """The standings columns of ``scope``: payoff only per game, exploitability where an agent has one,
-    reasoning when eval runs were given (blank for an agent without one)."""
+    reasoning when eval runs were given; a single-player scope has its own (``_solo_columns``)."""
+    if isinstance(scope, SoloScope):
+        return _solo_columns(reasoning)
     cols = [
         Column("#", "num", lambda k, r: k, lambda k, r: str(k)),
         Column("Agent", "text", lambda k, r: r.label, lambda k, r: r.label),
@@ -146,15 +198,7 @@ def _columns(scope: Scope, reasoning: ReasoningColumn | None = None) -> list[Col
             Column("Exploit.", "num", lambda k, r: r.exploitability, lambda k, r: _num(r.exploitability, ".4f"))
         )
     if reasoning is not None:
-        scores = reasoning.scores
-        cols.append(
-            Column(
-                "Reasoning",
-                "num",
-                lambda k, r: getattr(scores.get(r.label), "value", None),
-                lambda k, r: _reasoning_text(scores.get(r.label)),
-            )
-        )
+        cols.append(_reasoning_column(reasoning))
     return cols
 
 
@@ -191,30 +235,43 @@ def error_summary(standings: Standings) -> dict[str, tuple[int, str]]:
     return summary
 
 
-def _record(scope: Scope, rank: int, row: AgentStanding, reasoning: ReasoningColumn | None) -> dict[str, Any]:
-    """One standings row for CSV and JSON, float noise around zero written as 0."""
+def _record(scope: Scope | SoloScope, rank: int, row: Row, reasoning: ReasoningColumn | None) -> dict[str, Any]:
+    """One standings row for CSV and JSON, with every CSV column (those of the other kind of scope empty),
+    float noise around zero written as 0."""
     score = None if reasoning is None else reasoning.scores.get(row.label)
-    record = {
-        "scope": scope.name,
-        "rank": rank,
-        "agent": row.label,
-        "rating": row.rating,
-        "ci_low": row.low,
-        "ci_high": row.high,
-        "games": row.games,
-        "wins": row.wins,
-        "draws": row.draws,
-        "losses": row.losses,
-        "score": row.score,
-        "mean_payoff": row.mean_payoff,
-        "payoff_unit": scope.payoff_unit,
-        "invalid_rate": row.invalid_rate,
-        "errors": row.errors,
-        "exploitability": row.exploitability,
-        "reasoning": None if score is None else score.value,
-        "reasoning_ci_low": None if score is None else score.low,
-        "reasoning_ci_high": None if score is None else score.high,
-    }
+    record: dict[str, Any] = dict.fromkeys(CSV_COLUMNS)
+    record.update(
+        scope=scope.name,
+        rank=rank,
+        agent=row.label,
+        games=row.games,
+        invalid_rate=row.invalid_rate,
+        errors=row.errors,
+        reasoning=None if score is None else score.value,
+        reasoning_ci_low=None if score is None else score.low,
+        reasoning_ci_high=None if score is None else score.high,
+    )
+    if isinstance(row, SoloStanding):
+        record.update(
+            successes=row.successes,
+            success_rate=row.success_rate,
+            success_ci_low=row.low,
+            success_ci_high=row.high,
+            mean_turns=row.mean_turns,
+        )
+    else:
+        record.update(
+            rating=row.rating,
+            ci_low=row.low,
+            ci_high=row.high,
+            wins=row.wins,
+            draws=row.draws,
+            losses=row.losses,
+            score=row.score,
+            mean_payoff=row.mean_payoff,
+            payoff_unit=scope.payoff_unit,
+            exploitability=row.exploitability,
+        )
     return {k: clean(v) if isinstance(v, float) else v for k, v in record.items()}
 
 
@@ -229,36 +286,36 @@ def write_csv(standings: Standings, path: Path) -> None:
                 )
 
 
+def _scope_json(scope: Scope | SoloScope, reasoning: ReasoningColumn | None) -> dict[str, Any]:
+    """A rated scope with its head-to-head records; a single-player one with the name of its interval."""
+    payload: dict[str, Any] = {
+        "name": scope.name,
+        "players": 1 if isinstance(scope, SoloScope) else 2,
+        "ranked_by": scope.ranked_by,
+        "games": scope.games,
+        "errors": scope.errors,
+        "standings": [_record(scope, rank, row, reasoning) for rank, row in enumerate(scope.agents, 1)],
+    }
+    if isinstance(scope, SoloScope):
+        payload["success_interval"] = SUCCESS_INTERVAL
+        return payload
+    payload["payoff_unit"] = scope.payoff_unit
+    payload["head_to_head"] = {
+        row: {
+            col: {"wins": cell.wins, "draws": cell.draws, "losses": cell.losses, "mean_payoff": cell.mean_payoff}
+            for col, cell in cols.items()
+        }
+        for row, cols in scope.head_to_head.items()
+    }
+    return payload
+
+
 def to_json(standings: Standings) -> dict[str, Any]:
     return {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "bootstrap_resamples": standings.resamples,
         "bootstrap_seed": standings.seed,
-        "scopes": [
-            {
-                "name": scope.name,
-                "ranked_by": scope.ranked_by,
-                "payoff_unit": scope.payoff_unit,
-                "games": scope.games,
-                "errors": scope.errors,
-                "standings": [
-                    _record(scope, rank, row, standings.reasoning) for rank, row in enumerate(scope.agents, 1)
-                ],
-                "head_to_head": {
-                    row: {
-                        col: {
-                            "wins": cell.wins,
-                            "draws": cell.draws,
-                            "losses": cell.losses,
-                            "mean_payoff": cell.mean_payoff,
-                        }
-                        for col, cell in cols.items()
-                    }
-                    for row, cols in scope.head_to_head.items()
-                },
-            }
-            for scope in standings.scopes
-        ],
+        "scopes": [_scope_json(scope, standings.reasoning) for scope in standings.scopes],
         "errors": [
             {"env_id": g.env_id, "player0": g.player0, "player1": g.player1, "seed": g.seed, "error": g.error}
             for g in standings.errors
@@ -271,52 +328,96 @@ def write_json(standings: Standings, path: Path) -> None:
     Path(path).write_text(json.dumps(to_json(standings), indent=2), encoding="utf-8")
 
 
+def _plot_intervals(
+    ax: Axes,
+    scopes: Sequence[Scope | SoloScope],
+    labels: list[str],
+    point: Callable[[Row], tuple[float, float, float] | None],
+    first: int,
+) -> None:
+    """A marker with its interval, ``point(row)`` = (value, low, high), for every agent of every scope; the
+    scopes of one row side by side, coloured from ``C{first}`` on so that each scope has its own colour."""
+    count = len(scopes)
+    for s, scope in enumerate(scopes):
+        by_label = {r.label: r for r in scope.agents}
+        ys, xs, lows, highs = [], [], [], []
+        for y, label in enumerate(labels):
+            found = point(by_label[label]) if label in by_label else None
+            if found is not None:
+                value, low, high = found
+                ys.append(y + (s - (count - 1) / 2) * 0.8 / count)
+                xs.append(value)
+                lows.append(value - low)
+                highs.append(high - value)
+        ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", capsize=3, label=scope.name, color=f"C{first + s}")
+
+
 def png_figure(standings: Standings) -> Figure:
-    """Ratings with their intervals for every scope (left) beside the head-to-head score matrix of the
-    first scope, overall when there are several games (right). The two share their rows, so the agent
-    names, wrapped and ending in their key, are written once; the matrix columns are the keys."""
+    """Ratings with their intervals for every rated scope, the success rates of the single-player games,
+    and the head-to-head score matrix of the first rated scope, overall when there are several two-player
+    games (right). The panels share their rows, so the agent names, wrapped and ending in their key, are
+    written once; the matrix columns are the keys."""
     import matplotlib
     from matplotlib.figure import Figure
 
-    main = standings.scopes[0]
-    labels, scores = score_matrix(main)
+    rated = [scope for scope in standings.scopes if isinstance(scope, Scope)]
+    solo = [scope for scope in standings.scopes if isinstance(scope, SoloScope)]
     keys = agent_keys(standings)
+    labels = list(keys)  # the first scope's rank order, then agents only later scopes have
     names = [f"{wrap_name(label)}  [{keys[label]}]" for label in labels]
     n = len(labels)
     name_lines = max(name.count("\n") + 1 for name in names)
     row_height = max(0.42, 0.16 * name_lines + 0.18, 3.2 / n)  # inches; a small field gets a readable matrix
     name_chars = max(len(line) for name in names for line in name.split("\n"))
-    label_width, ratings_width, matrix_width = 0.3 + 0.072 * name_chars, 3.4, max(2.6, n * min(row_height, 0.7)) + 1.1
-    fig = Figure(figsize=(label_width + ratings_width + matrix_width, 1.7 + n * row_height), layout="constrained")
-    ratings_ax, heat_ax = fig.subplots(1, 2, sharey=True, width_ratios=(label_width + ratings_width, matrix_width))
-    colours = matplotlib.colormaps["RdYlGn"].with_extremes(bad="lightgrey")
-    image = heat_ax.imshow(100 * np.ma.masked_invalid(scores), cmap=colours, vmin=0, vmax=100, aspect="auto")
-    for i in range(n):
-        for j in range(n):
-            if not math.isnan(scores[i, j]):
-                heat_ax.text(j, i, _num(100 * scores[i, j], ".0f"), ha="center", va="center", fontsize=8)
-    heat_ax.set_xticks(range(n), [keys[label] for label in labels])
-    heat_ax.tick_params(left=False)
-    heat_ax.set_title(f"{main.name}: head to head", fontsize="medium")
-    heat_ax.set_xlabel("against (key)")
-    fig.colorbar(image, ax=heat_ax, label="row's score against column (%)", shrink=0.9)
-    count = len(standings.scopes)
-    for s, scope in enumerate(standings.scopes):
-        by_label = {r.label: r for r in scope.agents}
-        ys, xs, lows, highs = [], [], [], []
-        for y, label in enumerate(labels):
-            row = by_label.get(label)
-            if row is not None and row.rating is not None:
-                ys.append(y + (s - (count - 1) / 2) * 0.8 / max(count, 1))
-                xs.append(row.rating)
-                lows.append(row.rating - row.low)
-                highs.append(row.high - row.rating)
-        ratings_ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", capsize=3, label=scope.name)
-    ratings_ax.set_yticks(range(n), names, fontsize=8)
-    ratings_ax.set_title("Rating", fontsize="medium")
-    ratings_ax.set_xlabel("Bradley-Terry rating (Elo scale), 95% bootstrap interval")
-    ratings_ax.grid(axis="x", alpha=0.3)
-    fig.legend(loc="outside lower center", ncol=min(count, 4), fontsize="small")
+    widths = {
+        "ratings": 3.4 if rated else 0.0,
+        "success": 3.0 if solo else 0.0,
+        "matrix": max(2.6, n * min(row_height, 0.7)) + 1.1 if rated else 0.0,
+    }
+    panels = [panel for panel, width in widths.items() if width]
+    ratios = [widths[panel] for panel in panels]
+    ratios[0] += 0.3 + 0.072 * name_chars  # the names, left of the first panel
+    fig = Figure(figsize=(sum(ratios), 1.7 + n * row_height), layout="constrained")
+    panel_axes = fig.subplots(1, len(panels), sharey=True, width_ratios=ratios, squeeze=False)[0]
+    axes = dict(zip(panels, panel_axes, strict=True))
+    if rated:
+        main, heat_ax, ratings_ax = rated[0], axes["matrix"], axes["ratings"]
+        order, main_scores = score_matrix(main)
+        at = [labels.index(label) for label in order]
+        scores = np.full((n, n), np.nan)  # agents that never played the main scope stay blank
+        scores[np.ix_(at, at)] = main_scores
+        colours = matplotlib.colormaps["RdYlGn"].with_extremes(bad="lightgrey")
+        image = heat_ax.imshow(100 * np.ma.masked_invalid(scores), cmap=colours, vmin=0, vmax=100, aspect="auto")
+        for i in range(n):
+            for j in range(n):
+                if not math.isnan(scores[i, j]):
+                    heat_ax.text(j, i, _num(100 * scores[i, j], ".0f"), ha="center", va="center", fontsize=8)
+        heat_ax.set_xticks(range(n), [keys[label] for label in labels])
+        heat_ax.set_title(f"{main.name}: head to head", fontsize="medium")
+        heat_ax.set_xlabel("against (key)")
+        fig.colorbar(image, ax=heat_ax, label="row's score against column (%)", shrink=0.9)
+        _plot_intervals(ratings_ax, rated, labels, lambda r: None if r.rating is None else (r.rating, r.low, r.high), 0)
+        ratings_ax.set_title("Rating", fontsize="medium")
+        ratings_ax.set_xlabel("Bradley-Terry rating (Elo scale)\n95% bootstrap interval")
+        ratings_ax.grid(axis="x", alpha=0.3)
+    if solo:
+        success_ax = axes["success"]
+        _plot_intervals(
+            success_ax,
+            solo,
+            labels,
+            lambda r: None if r.low is None else (100 * r.success_rate, 100 * r.low, 100 * r.high),
+            len(rated),
+        )
+        success_ax.set_xlim(-5, 105)
+        success_ax.set_title("Success rate", fontsize="medium")
+        success_ax.set_xlabel(f"success in single-player games (%)\n{SUCCESS_INTERVAL}")
+        success_ax.grid(axis="x", alpha=0.3)
+    axes[panels[0]].set_yticks(range(n), names, fontsize=8)
+    axes[panels[0]].set_ylim(n - 0.5, -0.5)  # the first agent on top, as in the matrix
+    for panel in panels[1:]:
+        axes[panel].tick_params(left=False)
+    fig.legend(loc="outside lower center", ncol=min(len(standings.scopes), 4), fontsize="small")
     return fig
 
 
@@ -339,7 +440,7 @@ def table_id(scope_name: str) -> str:
     return f"standings-{_slug(scope_name)}"
 
 
-def _standings_table(scope: Scope, reasoning: ReasoningColumn | None) -> str:
+def _standings_table(scope: Scope | SoloScope, reasoning: ReasoningColumn | None) -> str:
     columns = _columns(scope, reasoning)
     head = "".join(f'<th data-type="{c.kind}">{html.escape(c.header)}</th>' for c in columns)
     rows = []
@@ -430,15 +531,36 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 """
 
 
+def _method_note(standings: Standings) -> str:
+    """How the page's numbers were made, for the kinds of scope it has."""
+    notes = []
+    if any(isinstance(scope, Scope) for scope in standings.scopes):
+        notes.append(
+            "Bradley-Terry ratings (a draw is half a win) on the Elo scale with 95% intervals from "
+            f"{standings.resamples} bootstrap resamples of duplicate seed pairs. Chip games are ranked by mean chips "
+            "per game."
+        )
+    if any(isinstance(scope, SoloScope) for scope in standings.scopes):
+        notes.append(
+            f"Single-player games are ranked by success rate with its {SUCCESS_INTERVAL}; every agent plays the "
+            "same seeds, and these games are not rated."
+        )
+    return " ".join(notes)
+
+
 def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> str:
     picture = base64.b64encode(png_bytes(standings)).decode("ascii")
     keys = agent_keys(standings)
     sections = []
     for scope in standings.scopes:  # a field too large for the window scrolls inside its box, not the page
+        matrix = (
+            ""
+            if isinstance(scope, SoloScope)
+            else f'<h3>Head to head</h3><div class="wide">{_matrix_table(scope, keys)}</div>'
+        )
         sections.append(
             f'<section id="scope-{_slug(scope.name)}"><h2>{html.escape(_title(scope))}</h2>'
-            f'<div class="wide">{_standings_table(scope, standings.reasoning)}</div><h3>Head to head</h3>'
-            f'<div class="wide">{_matrix_table(scope, keys)}</div></section>'
+            f'<div class="wide">{_standings_table(scope, standings.reasoning)}</div>{matrix}</section>'
         )
     errors = ""
     if standings.errors:
@@ -455,10 +577,8 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_CSS}</style></head>
 <body><h1>{html.escape(title)}</h1>
-<p class="note">Generated {stamp}. Bradley-Terry ratings (a draw is half a win) on the Elo scale with 95% intervals
-from {standings.resamples} bootstrap resamples of duplicate seed pairs. Chip games are ranked by mean chips per game.
-Click a column header to sort.</p>
-{reasoning}<img alt="Ratings with 95% intervals and head-to-head scores" src="data:image/png;base64,{picture}">
+<p class="note">Generated {stamp}. {_method_note(standings)} Click a column header to sort.</p>
+{reasoning}<img alt="Ratings, success rates and head-to-head scores" src="data:image/png;base64,{picture}">
 {"".join(sections)}{errors}
 <script>{_JS}</script></body></html>
 """

@@ -3,7 +3,8 @@
 Each game is played on its own: both agents are reseeded from (game seed, seat, the entrant's own
 seed), so a game's result does not depend on which worker played it or what ran before, and a
 resumed run stores exactly what an uninterrupted one would have. An exception from an agent ends the
-game as an error (stored, never scored); the run goes on.
+game as an error (stored, never scored); the run goes on. A single-player game seats one agent; its
+row's seat-1 columns stay empty, and ``success`` records whether the env's outcome named it the winner.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -24,7 +26,7 @@ from tqdm import tqdm
 import spiral_arena
 from leaderboard import store
 from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of
-from leaderboard.schedule import Job, check_games, round_robin
+from leaderboard.schedule import Job, check_games, schedule
 from spiral_arena.agents import Agent
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.registry import parse_env_id
@@ -44,7 +46,8 @@ def _env_version(env_id: str) -> str:
 
 
 def play_game(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], agents: Sequence[Agent]) -> store.GameRow:
-    """One game of ``job`` with ``agents[i]`` in seat i (``entrants`` give their labels and seeds)."""
+    """One game of ``job`` with ``agents[i]`` in seat i (``entrants`` give their labels and seeds): two
+    seats, or one in a single-player game."""
     started, clock = store.now(), time.perf_counter()
     for seat, (entrant, agent) in enumerate(zip(entrants, agents, strict=True)):
         reset = getattr(agent, "reset", None)
@@ -53,14 +56,15 @@ def play_game(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], agents: S
     env.reset(seed=job.seed)
     seats = {name: i for i, name in enumerate(env.possible_agents)}
     moves: list[list[int | str]] = []
-    invalid = [False, False]
-    reason = error = error_seat = None
+    invalid = [False] * len(agents)
+    reason = error = error_seat = winner = None
     for name in env.agent_iter():
         observation, _, terminated, truncated, info = env.last()
         seat = seats[name]
         if terminated or truncated:
             if "invalid_move" in info:
                 invalid[seat], reason = True, info["invalid_move"]
+            winner = info.get("outcome", {}).get("winner")
             env.step(None)
             continue
         try:
@@ -77,9 +81,10 @@ def play_game(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], agents: S
     return _row(
         job,
         entrants,
-        rewards=(float(env.returns[0]), float(env.returns[1])) if finished else (None, None),
-        payoffs=(None, None) if chips is None else (float(chips[0]), float(chips[1])),
+        rewards=tuple(map(float, env.returns)) if finished else (None, None),
+        payoffs=(None, None) if chips is None else tuple(map(float, chips)),
         invalid=invalid,
+        success=winner == env.possible_agents[0] if finished and len(agents) == 1 else None,
         invalid_reason=reason,
         error=error,
         error_seat=error_seat,
@@ -90,14 +95,21 @@ def play_game(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], agents: S
     )
 
 
+def _two_seats(values: Sequence[Any], missing: Any) -> tuple[Any, Any]:
+    """Per-seat values as the two seat columns: a single-player game's absent seat 1 gets ``missing``."""
+    return (values[0], values[1] if len(values) > 1 else missing)
+
+
 def _row(job: Job, entrants: Sequence[Entrant], *, rewards, payoffs, invalid, transcript, **columns) -> store.GameRow:
+    specs = _two_seats([e.stored_spec for e in entrants], store.NO_PLAYER)
+    rewards, payoffs, invalid = _two_seats(rewards, None), _two_seats(payoffs, None), _two_seats(invalid, False)
     return store.GameRow(
         env_id=job.env_id,
         env_version=_env_version(job.env_id),
         player0=job.player0,
         player1=job.player1,
-        spec0=entrants[0].stored_spec,
-        spec1=entrants[1].stored_spec,
+        spec0=specs[0],
+        spec1=specs[1],
         seed=job.seed,
         reward0=rewards[0],
         reward1=rewards[1],
@@ -158,8 +170,8 @@ class Player:
                 close()
 
     def play(self, job: Job) -> store.GameRow:
-        entrants = (self.entrants[job.player0], self.entrants[job.player1])
-        agents = [self._agent(job.player0), self._agent(job.player1)]
+        entrants = [self.entrants[label] for label in job.players]
+        agents = [self._agent(label) for label in job.players]
         if job.env_id not in self.envs:
             self.envs[job.env_id] = spiral_arena.make(job.env_id)
         env = self.envs[job.env_id]
@@ -228,12 +240,13 @@ def run(
     retry_errors: bool = False,
     progress: bool | None = None,
 ) -> RunSummary:
-    """Play every scheduled game not yet stored. ``progress=None`` shows a bar when stderr is a terminal."""
+    """Play every scheduled game not yet stored: ``games_per_pair`` per pair in two-player games, per agent
+    in single-player ones. ``progress=None`` shows a bar when stderr is a terminal."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     labels = [e.label for e in entrants]
     env_ids = check_games(env_ids)  # canonical spellings: the ids games are stored under
-    jobs = round_robin(labels, env_ids, games_per_pair, seed)
+    jobs = schedule(labels, env_ids, games_per_pair, seed)
     conn = store.connect(db_path)
     try:
         keys = {job.key for job in jobs}

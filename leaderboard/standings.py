@@ -1,27 +1,35 @@
 """From stored games to standings: ratings, records, payoffs and head-to-head matrices per scope.
 
-A scope is one game id, plus "overall" (all games pooled) when there are several. Games ended by an
-agent's error are left out of everything but the error counts. The payoff of a game is its chips in
-games that keep chips (Kuhn poker) and its reward otherwise; chip games are ranked by mean payoff
-(expected value), not by games won (docs, section 7: winning many small pots is not winning chips). An
-invalid move forfeits: in a chip game the offender's payoff is its chips at that point but at most -1.
+A scope is one game id, plus "overall" (the two-player games pooled) when there are several two-player
+games. Games ended by an agent's error are left out of everything but the error counts. The payoff of a
+game is its chips in games that keep chips (Kuhn poker) and its reward otherwise; chip games are ranked
+by mean payoff (expected value), not by games won (docs, section 7: winning many small pots is not
+winning chips). An invalid move forfeits: in a chip game the offender's payoff is its chips at that point
+but at most -1.
+
+Single-player games (Twenty Questions) have no opponent to rate against: each gets a ``SoloScope``
+that ranks agents by success rate, with a Wilson score interval, and never enters the ratings.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import ClassVar
 
 import numpy as np
 
 from leaderboard.ratings import DEFAULT_RESAMPLES, rate
 from leaderboard.reasoning import ReasoningColumn
-from leaderboard.store import AgentRecord, StoredGame
+from leaderboard.store import NO_PLAYER, AgentRecord, StoredGame
 from spiral_arena.registry import REGISTRY
 
 OVERALL = "overall"
 KUHN_GAME = "KuhnPoker"
+CONFIDENCE = 0.95
 
 
 @dataclass
@@ -87,8 +95,38 @@ class Scope:
 
 
 @dataclass
+class SoloStanding:
+    """One agent alone in a single-player game: its finished games and how many it succeeded in."""
+
+    label: str
+    games: int  # finished games; those broken by its own error are only in ``errors``
+    successes: int
+    low: float | None  # Wilson score interval of the success rate; None without a finished game
+    high: float | None
+    mean_turns: float | None  # moves per finished game
+    invalid_rate: float | None  # share of finished games the env ended on an invalid move
+    errors: int
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.successes / self.games if self.games else None
+
+
+@dataclass
+class SoloScope:
+    """The standings of one single-player game: no ratings and no head to head."""
+
+    ranked_by: ClassVar[str] = "success rate"
+
+    name: str  # the env id
+    agents: list[SoloStanding]  # in rank order
+    games: int
+    errors: int
+
+
+@dataclass
 class Standings:
-    scopes: list[Scope]
+    scopes: list[Scope | SoloScope]  # the rated scopes first (overall, then by game), then single-player games
     errors: list[StoredGame] = field(default_factory=list)
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
@@ -193,13 +231,49 @@ def _scope(
     )
 
 
+def wilson_interval(successes: int, games: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The Wilson score interval of a success rate (``games`` >= 1): unlike the normal approximation it
+    stays inside [0, 1] and is not empty at 0 or all successes (6 wins in 6 games: 61% to 100%)."""
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    rate, spread = successes / games, z * z / games
+    centre = (rate + spread / 2) / (1 + spread)
+    half = z * math.sqrt(rate * (1 - rate) / games + spread / (4 * games)) / (1 + spread)
+    # At 0 or all successes a bound is exactly the rate; computed, it could miss it by a rounding error.
+    return (0.0 if successes == 0 else centre - half, 1.0 if successes == games else centre + half)
+
+
+def _solo_scope(name: str, games: Sequence[StoredGame]) -> SoloScope:
+    labels = sorted({g.player0 for g in games})
+    valid = [g for g in games if g.error is None]
+    rows = []
+    for label in labels:
+        mine = [g for g in valid if g.player0 == label]
+        successes = sum(bool(g.success) for g in mine)
+        low, high = wilson_interval(successes, len(mine)) if mine else (None, None)
+        rows.append(
+            SoloStanding(
+                label=label,
+                games=len(mine),
+                successes=successes,
+                low=low,
+                high=high,
+                mean_turns=sum(g.steps for g in mine) / len(mine) if mine else None,
+                invalid_rate=sum(bool(g.invalid0) for g in mine) / len(mine) if mine else None,
+                errors=sum(g.player0 == label and g.error is not None for g in games),
+            )
+        )
+    rows.sort(key=lambda r: (r.success_rate is None, -(r.success_rate or 0.0), r.label))
+    return SoloScope(name=name, agents=rows, games=len(valid), errors=len(games) - len(valid))
+
+
 def compute(
     games: Sequence[StoredGame],
     agents: dict[str, AgentRecord] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> Standings:
-    """Standings of every game id found in ``games`` (in order of appearance), and overall if several."""
+    """Standings of every game id found in ``games`` (in order of appearance), and overall if there are
+    several two-player games; single-player games come last, each in its own ``SoloScope``."""
     if not games:
         raise ValueError("no games stored yet; play some with: spiral-arena leaderboard run")
     agents = agents or {}
@@ -208,10 +282,14 @@ def compute(
     for g in games:
         env_order.setdefault(g.env_id, len(env_order))
         by_env[g.env_id].append(g)
-    names = ([OVERALL] if len(env_order) > 1 else []) + list(env_order)
-    scopes = [
-        _scope(name, games if name == OVERALL else by_env[name], env_order, agents, resamples, seed) for name in names
+    solo = [env_id for env_id in env_order if by_env[env_id][0].player1 == NO_PLAYER]
+    paired = [env_id for env_id in env_order if env_id not in solo]
+    pooled = [g for g in games if g.env_id in paired]  # single-player games never enter the ratings
+    names = ([OVERALL] if len(paired) > 1 else []) + paired
+    scopes: list[Scope | SoloScope] = [
+        _scope(name, pooled if name == OVERALL else by_env[name], env_order, agents, resamples, seed) for name in names
     ]
+    scopes += [_solo_scope(env_id, by_env[env_id]) for env_id in solo]
     return Standings(scopes, [g for g in games if g.error is not None], resamples, seed)
 
 

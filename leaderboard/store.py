@@ -2,8 +2,10 @@
 
 Every game is committed on its own, so a killed run loses only the games in flight; the unique key
 (env id, player_0, player_1, seed) makes writes idempotent (``INSERT OR IGNORE``), so a re-run or two
-runs at once never duplicate a game. The schema version lives in ``PRAGMA user_version``; opening a
-database applies the missing steps of ``MIGRATIONS`` inside one transaction.
+runs at once never duplicate a game. A single-player game has no seat 1: its ``player1`` is
+``NO_PLAYER`` (the empty string, never a label), so the key needs no change. The schema version lives in
+``PRAGMA user_version``; opening a database applies the missing steps of ``MIGRATIONS`` inside one
+transaction.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import spiral_arena
 
 BUSY_TIMEOUT_S = 60.0
+NO_PLAYER = ""  # player1 and spec1 of a single-player game
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -68,7 +71,13 @@ def _add_specs_and_agents(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _add_specs_and_agents)
+def _add_success(conn: sqlite3.Connection) -> None:
+    """v3: whether the lone player of a single-player game succeeded; its rewards cannot say (Twenty
+    Questions' penalties can put a win below zero). NULL for two-player games and errors."""
+    conn.execute("ALTER TABLE games ADD COLUMN success INTEGER")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _add_specs_and_agents, _add_success)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -159,6 +168,7 @@ class GameRow:
     started_at: str
     finished_at: str
     package_version: str
+    success: bool | None = None  # single-player games: the env's outcome named the player the winner
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -213,7 +223,7 @@ def record_agent(
 
 @dataclass(frozen=True)
 class StoredGame:
-    """The columns the ratings need (no transcript)."""
+    """The columns the standings need (no transcript)."""
 
     env_id: str
     player0: str
@@ -227,12 +237,15 @@ class StoredGame:
     invalid1: bool
     error: str | None
     error_seat: int | None
+    steps: int = 0  # defaults for games written by hand (tests, synthetic benchmarks)
+    success: bool | None = None
 
 
 def load_games(
     conn: sqlite3.Connection, env_ids: Sequence[str] | None = None, labels: Sequence[str] | None = None
 ) -> list[StoredGame]:
-    """Stored games, optionally only of ``env_ids`` and only between ``labels``."""
+    """Stored games, optionally only of ``env_ids`` and only between ``labels`` (or of one of ``labels``
+    alone, in single-player games)."""
     query = f"SELECT {', '.join(f.name for f in fields(StoredGame))} FROM games"
     clauses, params = [], []
     if env_ids is not None:
@@ -240,8 +253,8 @@ def load_games(
         params += list(env_ids)
     if labels is not None:
         marks = ", ".join("?" * len(labels))
-        clauses.append(f"player0 IN ({marks}) AND player1 IN ({marks})")
-        params += list(labels) * 2
+        clauses.append(f"player0 IN ({marks}) AND player1 IN ({marks}, ?)")
+        params += [*labels, *labels, NO_PLAYER]
     if clauses:
         query += " WHERE " + " AND ".join(clauses)
     query += " ORDER BY id"
