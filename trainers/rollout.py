@@ -49,6 +49,7 @@ class GameResult:
     # single-player group training (StarPO, delta-belief) reads these:
     seed: int | None = None  # the reset seed; the games of a group share it, so they share the secret
     penalties: list[float] = field(default_factory=list)  # each policy turn's own reward, end terms excluded
+    verdicts: list[str] = field(default_factory=list)  # each policy turn's verdict where the game gives one
     final_observation: str = ""  # what the player saw after its last turn (the last belief is read there)
     secret: str | None = None
     won: bool = False  # the game's own verdict (outcome winner), whatever the reward
@@ -83,10 +84,20 @@ class Policy:
 
     _MARKER = "\x00observation\x00"
 
-    def __init__(self, engine: Engine, tokenizer, template: str = "spiral", stop_ids: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer,
+        template: str = "spiral",
+        stop_ids: list[int] | None = None,
+        thinking: bool = True,
+    ) -> None:
         if template not in ("spiral", "bare"):
             raise ValueError(f"prompt_template must be 'spiral' or 'bare', got {template!r}")
         self.engine, self.tokenizer, self.template = engine, tokenizer, template
+        # Hybrid-thinking chat templates (Qwen3) read enable_thinking; False closes the thinking block
+        # before the answer. Other templates ignore the variable.
+        self.chat_options = {} if thinking else {"enable_thinking": False}
         # the tokens that end a reply; the first is the chat template's end of turn, which SFT
         # targets and answer scoring append (not EOS: chat models end a turn with another token)
         self.stop_ids = stop_ids or stop_token_ids(tokenizer)
@@ -99,7 +110,7 @@ class Policy:
 
     def _render(self, content: str) -> str:
         return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+            [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True, **self.chat_options
         )
 
     def prompt_text(self, observation: str) -> str:
@@ -145,6 +156,7 @@ class _Slot:
     seed: int
     turns: list[Turn] = field(default_factory=list)
     penalties: list[float] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
     actions: int = 0
 
 
@@ -230,6 +242,7 @@ def collect(
                 prompts, max_new_tokens, temperature, top_p, seed=int(rng.integers(2**31))
             )
             texts = policy.decode_batch([c.token_ids for c in completions])
+            prefetch_answers(pending, texts)
             for slot, obs, prompt, completion, text in zip(
                 pending, observations, prompts, completions, texts, strict=True
             ):
@@ -247,7 +260,9 @@ def collect(
                 )
                 _step(slot, text)
                 if len(slot.policy_seats) == 1 and opponent is None:  # a single player: group training reads it
-                    slot.penalties.append(_turn_penalty(slot))
+                    last_turn = _last_turn(slot)
+                    slot.penalties.append(_turn_penalty(slot, last_turn))
+                    slot.verdicts.append(str(last_turn.get("verdict", "")))
         # 3. finished games leave
         for slot in [s for s in slots if _done(s) or s.actions >= max_game_actions]:
             slots.remove(slot)
@@ -259,16 +274,37 @@ def collect(
     return results
 
 
-def _turn_penalty(slot: _Slot) -> float:
+def prefetch_answers(slots: list[_Slot], texts: list[str]) -> None:
+    """Hand a wave's moves to each game that answers them itself through a slow oracle (Twenty
+    Questions with an LLM judge), all at once, so the judge answers them concurrently before the
+    envs step one by one. Envs sharing one oracle are batched together."""
+    waves: dict[int, tuple[Any, list]] = {}
+    for slot, text in zip(slots, texts, strict=True):
+        game = getattr(slot.env, "game", None)
+        if hasattr(game, "prefetch_answers"):
+            waves.setdefault(id(getattr(game, "oracle", game)), (game, []))[1].append((slot.env.state_, text))
+    for game, moves in waves.values():
+        game.prefetch_answers(moves)
+
+
+def _last_turn(slot: _Slot) -> dict[str, Any]:
+    """The game's own account of the turn just played (Twenty Questions' ``verdict`` and
+    ``turn_penalty``, in the info also after the last turn), or {} for a game that keeps none."""
+    info = slot.env.infos.get(slot.env.possible_agents[slot.turns[-1].role], {})
+    last_turn = (info.get("view") or {}).get("last_turn")
+    if isinstance(last_turn, dict):
+        return last_turn
+    return {k: info[k] for k in ("verdict", "turn_penalty") if k in info}
+
+
+def _turn_penalty(slot: _Slot, last_turn: dict[str, Any]) -> float:
     """The reward of the turn just played, apart from end-of-game terms: the game's own account of it
-    where it keeps one (Twenty Questions' ``turn_penalty``), else the step reward of a turn that did
-    not end the game (a last turn's reward is taken as all end terms)."""
-    env = slot.env
-    agent = env.possible_agents[slot.turns[-1].role]
-    last_turn = (env.infos.get(agent, {}).get("view") or {}).get("last_turn")
-    if isinstance(last_turn, dict) and "turn_penalty" in last_turn:
+    where it keeps one, else the step reward of a turn that did not end the game (a last turn's reward
+    is taken as all end terms)."""
+    if "turn_penalty" in last_turn:
         return float(last_turn["turn_penalty"])
-    return 0.0 if _done(slot) else float(env.rewards.get(agent, 0.0))
+    agent = slot.env.possible_agents[slot.turns[-1].role]
+    return 0.0 if _done(slot) else float(slot.env.rewards.get(agent, 0.0))
 
 
 def _seat(slot: _Slot) -> int:
@@ -309,6 +345,7 @@ def _finish(slot: _Slot, invalid_penalty: float, invalid_opponent_reward: float,
         slot.turns,
         seed=slot.seed,
         penalties=slot.penalties,
+        verdicts=slot.verdicts,
         final_observation=env.observe(env.possible_agents[0]) if solo else "",
         secret=getattr(env.state_, "secret", None) if solo else None,
         won=solo and not truncated and env.infos[env.possible_agents[0]].get("outcome", {}).get("winner") is not None,

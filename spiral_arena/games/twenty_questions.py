@@ -145,6 +145,15 @@ class TwentyQuestionsState:
         return self.max_questions - len(self.turns)
 
     @property
+    def answered_keys(self) -> set[str]:
+        return set(self._answered)
+
+    @property
+    def answered_questions(self) -> list[str]:
+        """The questions the oracle answered so far, as asked: what an LLM judge is shown."""
+        return list(self._answered.values())
+
+    @property
     def unmapped_questions(self) -> int:
         return sum(not t.understood for t in self.turns)
 
@@ -163,7 +172,7 @@ class TwentyQuestionsState:
             self.won = True
         else:
             try:
-                reply = self.oracle.answer(self.secret, list(self._answered.values()), question)
+                reply = self.oracle.answer(self.secret, self.answered_questions, question)
             except OracleError as error:
                 turn = Turn(question, "error", 0.0, detail=error.reason)
             else:
@@ -323,6 +332,22 @@ class TwentyQuestions(TextGame):
         """The question: the last boxed text, else the whole answer. Never an invalid move: a bad
         question is a verdict that costs a turn."""
         return extract_answer(text)
+
+    def prefetch_answers(self, moves: Sequence[tuple[TwentyQuestionsState, str]]) -> None:
+        """Let the oracle answer many games' next questions at once (an LLM judge asks them
+        concurrently and caches the answers); only questions that will reach the oracle are sent,
+        not invalid, repeated or winning ones. A no-op for the table oracle."""
+        prefetch = getattr(self.oracle, "prefetch", None)
+        if prefetch is None:
+            return
+        queries = []
+        for state, text in moves:
+            question = self.parse(state, text)
+            if state.is_terminal() or question_problem(question) is not None or names_secret(question, state.secret):
+                continue
+            if repeat_key(question) not in state.answered_keys:
+                queries.append((state.secret, state.answered_questions, question))
+        prefetch(queries)
 
     def legal_action_strings(self, state: TwentyQuestionsState) -> None:
         return None

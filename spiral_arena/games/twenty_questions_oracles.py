@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import operator
 import re
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -635,6 +637,12 @@ class LLMJudge:
     top_p 0.8, up to 250 new tokens; ``top_k`` is sent only when given, since OpenAI rejects it).
     Requests are retried by the client (``max_retries``, ``timeout`` per attempt); a request that
     still fails, or a reply without a clear verdict, raises ``OracleError``.
+
+    Answers are cached per (secret, normalised question): a training step asks the same questions
+    about the same secret many times over (delta-belief-rl caches the same way, so the earlier
+    questions a judge sees do not change a cached answer). ``prefetch`` answers a whole wave of
+    questions at once, at most ``concurrency`` requests in flight; the game's ``answer`` calls then
+    find them ready. Failures are not cached: the next wave asks again.
     """
 
     deterministic = False
@@ -652,29 +660,74 @@ class LLMJudge:
         top_p: float = 0.8,
         max_tokens: int = 250,
         top_k: int | None = None,
+        concurrency: int = 32,
     ) -> None:
         # Imported here: the games package carries no HTTP code until a judge is actually built.
         from spiral_arena.llm import ChatClient, resolve_endpoint
 
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
         url, key = resolve_endpoint("openai", base_url, api_key, f"the LLM judge openai:{model}", "oracle_api_key")
         self.name = f"openai:{model}"
         self.client = ChatClient(model, url, api_key=key, timeout=timeout, max_retries=max_retries, backoff=backoff)
         self.sampling: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         self.extra_body = {"top_k": top_k} if top_k is not None else None
+        self.concurrency = concurrency
+        self.cache: dict[tuple[str, str], Reply] = {}
+        self.requests = 0  # requests sent, for the cache's hit rate
+        self._failed: dict[tuple[str, str], str] = {}  # this wave's failures, raised once by answer()
+        self._lock = threading.Lock()
 
     def check_secrets(self, words: Sequence[str]) -> None:
         """Any word will do: the model knows what it is."""
 
     def answer(self, secret: str, earlier: Sequence[str], question: str) -> Reply:
+        key = (secret, normalize_question(question))
+        with self._lock:
+            if key in self.cache:
+                return self.cache[key]
+            reason = self._failed.pop(key, None)
+        if reason is not None:
+            raise OracleError(reason)
+        return self._ask(secret, earlier, question)
+
+    def prefetch(self, queries: Sequence[tuple[str, Sequence[str], str]]) -> None:
+        """Answer (secret, earlier questions, question) queries not cached yet, concurrently; a
+        failure is kept for the matching ``answer`` call to raise."""
+        todo: dict[tuple[str, str], tuple[str, Sequence[str], str]] = {}
+        with self._lock:
+            for secret, earlier, question in queries:
+                key = (secret, normalize_question(question))
+                if key not in self.cache:
+                    todo.setdefault(key, (secret, earlier, question))
+        if not todo:
+            return
+
+        def ask(key: tuple[str, str]) -> None:
+            try:
+                self._ask(*todo[key])
+            except OracleError as error:
+                with self._lock:
+                    self._failed[key] = error.reason
+
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo))) as pool:
+            list(pool.map(ask, todo))
+
+    def _ask(self, secret: str, earlier: Sequence[str], question: str) -> Reply:
         from spiral_arena.llm import APIError
 
+        with self._lock:
+            self.requests += 1
         try:
             text = self.client.chat(
                 judge_messages(secret, earlier, question), **self.sampling, extra_body=self.extra_body
             )
         except APIError as error:
             raise OracleError(f"the judge request failed: {error}") from None
-        return Reply(parse_judge_reply(text), raw=text)
+        reply = Reply(parse_judge_reply(text), raw=text)
+        with self._lock:
+            self.cache[(secret, normalize_question(question))] = reply
+        return reply
 
 
 ORACLE_SPECS = ("table", "openai:MODEL")
@@ -693,4 +746,19 @@ def make_oracle(spec: str | Oracle, base_url: str | None = None, api_key: str | 
     kind, _, model = spec.partition(":")
     if kind != "openai" or not model.strip():
         raise ValueError(f"unknown oracle {spec!r}; valid: {', '.join(ORACLE_SPECS)} (or an Oracle object)")
-    return LLMJudge(model.strip(), base_url, api_key)
+    return shared_judge(model.strip(), base_url, api_key)
+
+
+_JUDGES: dict[tuple[str, str, str | None], LLMJudge] = {}
+
+
+def shared_judge(model: str, base_url: str | None, api_key: str | None) -> LLMJudge:
+    """One judge per (model, endpoint, key) in a process, so every game of a run shares its cache and
+    a wave's questions from many envs go out as one concurrent batch. The key stays in memory only."""
+    from spiral_arena.llm import resolve_endpoint
+
+    url, key = resolve_endpoint("openai", base_url, api_key, f"the LLM judge openai:{model}", "oracle_api_key")
+    slot = (model, url, key)
+    if slot not in _JUDGES:
+        _JUDGES[slot] = LLMJudge(model, url, key)
+    return _JUDGES[slot]
