@@ -570,3 +570,38 @@ def test_twenty_questions_expert_never_repeats_a_guess_that_was_denied():
     for s in range(30):
         agent.reset(seed=s)
         assert agent.act("", {"game": "TwentyQuestions", "view": view}) != "Is it a dog?"
+
+
+def test_the_weak_twenty_questions_expert_knows_the_table_but_has_no_strategy():
+    """guess_prob: random table questions, and with that probability (always on the last question) a
+    noun that fits every answer so far; it finds far fewer held-out nouns than the splitting expert."""
+    from spiral_arena.agents.experts.twenty_questions import _bank
+    from spiral_arena.games.twenty_questions_oracles import normalize_question
+
+    bank = _bank()
+    table_questions = set(bank.questions)
+    env = spiral_arena.make("TwentyQuestions-v0:words=builtin_test")
+    agent = make_agent("expert#guess_prob=0.3", seed=0)
+    wins, guesses = [], 0
+    for seed in range(60):
+        env.reset(seed=seed)
+        asked = []
+        for _ in env.agent_iter():
+            obs, _, term, trunc, info = env.last()
+            if term or trunc:
+                wins.append(info["outcome"]["winner"] is not None)
+                env.step(None)
+                continue
+            question = agent.act(obs, info)
+            if question not in table_questions:  # a guess: the noun fits every answer so far
+                guesses += 1
+                noun = bank.nouns.index(question.removeprefix("Is it ").removeprefix("an ").removeprefix("a ")[:-1])
+                for q, verdict in asked:
+                    assert bank.answers[bank.index[normalize_question(q)], noun] == (verdict == "yes")
+            env.step(question)
+            if question in table_questions:
+                asked.append((question, env.infos["questioner"]["view"]["last_turn"]["verdict"]))
+    assert 0.2 * 60 * 19 < guesses < 0.45 * 60 * 20
+    assert 0.05 <= np.mean(wins) <= 0.5  # measured 23% over 8 games of each held-out noun
+    with pytest.raises(ValueError, match=r"guess_prob must be a number in \(0, 1\]"):
+        make_agent("expert#guess_prob=0")

@@ -91,11 +91,43 @@ def test_starpo_gives_each_game_its_group_normalised_return_on_every_turn():
     lost = [lost_game(Policy(counting_engine(), CharTokenizer(), "bare"), s) for s in (1, 2)]
     results = [won, *lost]
     config = TrainConfig.build({"algo": "starpo"})
-    assert group_advantages(results, ["g", "g", "g"], config, model=None, policy=None) == {}
+    stats = group_advantages(results, ["g", "g", "g"], config, model=None, policy=None)
+    assert stats == {"judge/dropped_games": 0.0}
     expected = starpo_advantages([-4.2, -0.15, -0.15], ["g"] * 3)
     for game, advantage in zip(results, expected, strict=True):
         assert [t.advantage for t in game.turns] == pytest.approx([advantage] * len(game.turns))
     assert expected[0] < 0 < expected[1]  # the penalties outweigh the win here
+
+
+def test_a_wave_asks_the_judge_at_once_and_failed_games_leave_the_update():
+    """collect() hands each wave's questions to the LLM judge together (real HTTP on 127.0.0.1); a
+    game whose question failed keeps an "error" verdict and gets no advantage; the rest are compared
+    among themselves only."""
+    from test_twenty_questions_judge_batch import KnowingJudgeServer
+
+    calls = iter(range(10**6))
+
+    def ask(prompt_ids: list[int]) -> str:
+        n = next(calls)
+        return f"\\boxed{{Is it number {n}{' muddle' if n == 2 else ''}?}}"
+
+    policy = Policy(EchoEngine(CharTokenizer(), ask), CharTokenizer(), "bare")
+    with KnowingJudgeServer(delay=0.05) as server:
+        spec = f"TwentyQuestions-v0:max_questions=2;oracle=openai:judge-model;oracle_base_url={server.base_url}"
+        results = play(
+            policy, *parse_mixture(spec, ""), min_samples=0, games=6, group_size=3, games_in_flight=6,
+            rng=np.random.default_rng(0),
+        )  # fmt: skip
+        assert server.most_in_flight > 1 and len(server.questions) == 12
+    [failed] = [r for r in results if "error" in r.verdicts]
+    assert failed.verdicts == ["error", "no"] and all(r.verdicts == ["no", "no"] for r in results if r is not failed)
+    config = TrainConfig.build({"algo": "starpo", "games": spec})
+    for game in results:
+        game.shaped = (float(game.seed % 7),)  # returns that differ between groups only
+    keys = [r.seed for r in results]
+    stats = group_advantages(results, keys, config, model=None, policy=None)
+    assert stats == {"judge/dropped_games": 1.0}
+    assert all(t.advantage == 0.0 for t in failed.turns)
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +165,8 @@ def test_delta_belief_reads_belief_before_each_turn_and_after_the_last(tiny_poli
     assert [len(a) for a in got] == [4, 3]
     assert [a for game in got for a in game] == pytest.approx([a for game in expected for a in game])
     assert expected[0][3] == 0.0  # turn 4: only the won game was still running
-    assert set(stats) == {"belief/gain_mean", "belief/positive_share"} and 0 <= stats["belief/positive_share"] <= 1
+    assert set(stats) == {"judge/dropped_games", "belief/gain_mean", "belief/positive_share"}
+    assert 0 <= stats["belief/positive_share"] <= 1 and stats["judge/dropped_games"] == 0
 
 
 SMALL = {
@@ -146,7 +179,8 @@ SMALL = {
 @pytest.mark.parametrize("algo", ["starpo", "delta-belief"])
 def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
     out = tmp_path / algo
-    train(TrainConfig.build({**SMALL, "algo": algo, "output_dir": str(out)}), progress=False)
+    longer_budget = {"eval_long_questions": 50} if algo == "delta-belief" else {}  # the costlier evaluation once
+    train(TrainConfig.build({**SMALL, **longer_budget, "algo": algo, "output_dir": str(out)}), progress=False)
     config = json.loads((out / "config.json").read_text())
     assert config["games"] == "TwentyQuestions-v0:recap=true;words=builtin_train"
     assert config["clip_high"] == 0.28 and config["dual_clip"] == 3.0
@@ -158,6 +192,13 @@ def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
         assert ("belief/gain_mean" in row) == (algo == "delta-belief")
     # trained on the training nouns, evaluated on the held-out ones, never on two-player games
     assert "eval/TwentyQuestions-v0:recap=true;words=builtin_test/pass_at_1" in rows[-1]
+    longer = "eval/TwentyQuestions-v0:recap=true;words=builtin_test;max_questions=50"
+    if longer_budget:
+        assert 0 <= rows[-1][f"{longer}/mean_at_1"] <= 1 and 20 < rows[-1][f"{longer}/questions_mean"] <= 50
+    else:
+        assert f"{longer}/mean_at_1" not in rows[-1]
+    for rate in ("invalid_rate", "repeated_rate"):
+        assert 0 <= rows[-1][f"eval/TwentyQuestions-v0:recap=true;words=builtin_test/{rate}"] <= 1
     assert not any("Snake" in k for k in rows[-1])
     transcripts = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
     assert {t["game"] for t in transcripts} == {"TwentyQuestions-v0:recap=true;words=builtin_train"}
@@ -203,3 +244,61 @@ def test_held_out_evaluation_plays_every_secret_k_times(tmp_path):
     assert metrics[f"{key}/solo/win"] == metrics[f"{key}/mean_at_4"]
     assert metrics[f"{key}/mean_at_4_low"] <= 1 / 3 <= metrics[f"{key}/mean_at_4_high"]
     assert metrics[f"{key}/questions_mean"] == pytest.approx((1 + 3 + 3) / 3)  # the dog at once, else all 3
+
+
+def test_the_4b_recipe_carries_the_upstream_settings(tmp_path, monkeypatch):
+    from test_twenty_questions import WORDS_DIR, needs_shared_lists
+
+    if needs_shared_lists.args[0]:
+        pytest.skip(needs_shared_lists.kwargs["reason"])
+    (tmp_path / "twenty_questions").mkdir()
+    for name in ("coca_plus_train", "coca_plus_test"):  # the word lists, offline
+        (tmp_path / "twenty_questions" / f"{name}.txt").write_bytes((WORDS_DIR / f"{name}.txt").read_bytes())
+    monkeypatch.setenv("SPIRAL_ARENA_CACHE", str(tmp_path))
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # where the judge would be served
+    c = TrainConfig.build({"recipe": "delta-belief-4b"})
+    assert (c.algo, c.model, c.backend, c.thinking) == ("delta-belief", "Klingspor/Qwen3-4B-SFT", "vllm", False)
+    assert (c.lora_rank, c.lora_alpha, c.lr, c.adam_beta1, c.adam_beta2) == (64, 64, 3e-5, 0.9, 0.95)
+    assert (c.weight_decay, c.grad_clip, c.group_size, c.groups_per_step) == (0.01, 1.0, 16, 240)
+    assert (c.temperature, c.max_new_tokens, c.max_game_actions) == (1.0, 50, 20)
+    assert (c.loss, c.clip, c.clip_high, c.dual_clip, c.epochs, c.kl_coef) == ("ppo", 0.2, 0.28, 3.0, 1, 0.0)
+    assert c.aggregation == "token_mean" and (c.eval_samples_per_secret, c.eval_long_questions) == (8, 50)
+    assert c.games == "TwentyQuestions-v0:oracle=openai:Qwen/Qwen3-14B;words=coca_plus_train"
+    assert c.eval_env_ids.endswith("words=coca_plus_test")
+    assert TrainConfig.build({"recipe": "delta-belief-4b", "algo": "starpo"}).aggregation == "seq_mean_token_mean"
+
+
+def test_thinking_off_reaches_the_chat_template(tiny_policy):
+    """thinking=False renders a template that reads enable_thinking (as Qwen3's does) with an empty
+    thinking block before the answer; the default leaves the template alone."""
+    import copy
+
+    tokenizer = copy.deepcopy(tiny_policy[1].tokenizer)
+    tokenizer.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}"
+        "<think>\n\n</think>\n\n{% endif %}"
+    )
+    engine = tiny_policy[1].engine
+    on, off = Policy(engine, tokenizer, "bare"), Policy(engine, tokenizer, "bare", thinking=False)
+    assert on.prompt_text("Q?").endswith("Q?<|im_end|>\n<|im_start|>assistant\n")
+    assert off.prompt_text("Q?").endswith("Q?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert TrainConfig.build({"thinking": "false"}).thinking is False
+
+
+def test_the_tiny_tokenizer_spells_each_secret_noun_in_a_few_tokens(tiny_policy):
+    """The tokenizer corpus carries the game's own vocabulary (Twenty Questions' nouns), so naming a
+    noun is a token or two, not a string of letters the model must learn to spell."""
+    from spiral_arena.games.twenty_questions_oracles import TableOracle
+
+    tokenizer = tiny_policy[1].tokenizer
+    frame = len(tokenizer("Is it a ?")["input_ids"])
+    lengths = [len(tokenizer(f"Is it a {noun}?")["input_ids"]) - frame for noun in TableOracle().nouns]
+    assert max(lengths) <= 3 and sum(lengths) / len(lengths) < 1.5
+
+
+def test_the_warm_start_plays_about_one_game_per_ten_samples():
+    from trainers.loop import sft_games
+
+    sizes = [sft_games(TrainConfig.build({"sft_steps": steps, "sft_batch": 64})) for steps in (0, 2, 100, 400, 600)]
+    assert sizes == [50, 50, 640, 2000, 2000]

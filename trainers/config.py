@@ -30,8 +30,10 @@ from spiral_arena.core.observations import OBS_FORMATS
 class TrainConfig:
     # --- run ---------------------------------------------------------------------------
     recipe: str = "auto"
-    """"tiny" (the CPU recipe of the embedded model), "spiral" (the paper's settings: the defaults below), or
-    "auto": tiny when model is "tiny", else spiral. Flags and config keys override the recipe's values."""
+    """"tiny" (the CPU recipe of the embedded model), "spiral" (the paper's settings: the defaults below),
+    "delta-belief-4b" (delta-belief-rl's 20 Questions run: Qwen3-4B SFT questioner, LoRA, vLLM, a Qwen3-14B
+    judge at $OPENAI_BASE_URL), or "auto": tiny when model is "tiny", else spiral. Flags and config keys
+    override the recipe's values."""
     output_dir: str = ""
     """Where everything goes; default runs/<timestamp>."""
     seed: int = 0
@@ -77,6 +79,10 @@ class TrainConfig:
     """"self" (one policy plays both seats) or an agent spec: random, expert, gemini:..., hf:PATH."""
     prompt_template: str = "spiral"
     """"spiral": framing + observation + boxed-answer instruction; "bare": the observation alone."""
+    thinking: bool = True
+    """False passes enable_thinking=False to the chat template, so a hybrid-thinking model (Qwen3)
+    answers without a thinking block, as delta-belief-rl's questioner does; templates without the
+    switch ignore it."""
     obs_format: str = ""
     """"full", "first_last" or "last" for every game; empty = each game's SPIRAL default."""
 
@@ -164,7 +170,11 @@ class TrainConfig:
 
     # --- SFT warm start --------------------------------------------------------------------
     sft_steps: int = 0
-    """Steps of supervised warm start on random legal play before RL (teaches the answer format)."""
+    """Steps of supervised warm start on the games of ``sft_agent`` before RL (teaches the answer format)."""
+    sft_agent: str = "random"
+    """The scripted player the warm start imitates (up to 2,000 games, about one per 10 samples it
+    trains on): random legal play by default; the tiny 20 Questions recipe uses a weak questioner
+    (``expert#guess_prob=0.3``)."""
     sft_batch: int = 64
     """Samples per warm-start step."""
     sft_lr: float = 1e-3
@@ -185,6 +195,9 @@ class TrainConfig:
     eval_samples_per_secret: int = 8
     """Twenty Questions evaluation: every secret of the word list played this many times (Mean@k and
     Pass@k with k = this); 0 = eval_games games on random secrets instead."""
+    eval_long_questions: int = 0
+    """Twenty Questions evaluation: also play every secret with this many questions allowed (upstream
+    reports 20 and 50), logged under the game's label plus ";max_questions=N"; 0 = not."""
     eval_temperature: float = 0.6
     """Sampling temperature during evaluation; 0 = greedy."""
     eval_reasoning: str = ""
@@ -219,7 +232,7 @@ class TrainConfig:
         if recipe == "auto":
             recipe = "tiny" if known.get("model", "tiny") == "tiny" else "spiral"
         settings = dict(RECIPES.get(recipe, {}))  # an unknown recipe is reported by validate()
-        algo = known.get("algo", "rae")
+        algo = known.get("algo", settings.get("algo", "rae"))
         settings.update(ALGO_RECIPES.get(algo, {}))  # the algorithm's own settings, then the recipe's for it
         settings.update(ALGO_RECIPES.get(f"{algo}/{recipe}", {}))
         recipe_weights = settings.get("game_weights")
@@ -263,6 +276,10 @@ class TrainConfig:
             problem = _agent_problem(self.opponent, self_allowed=True)
             if problem is not None:
                 found.append(("opponent", problem))
+        if "sft_agent" not in bad and self.sft_steps > 0:
+            problem = _agent_problem(self.sft_agent)
+            if problem is not None:
+                found.append(("sft_agent", problem))
         if "eval_opponents" not in bad:
             for spec in filter(None, (s.strip() for s in self.eval_opponents.split(","))):
                 problem = _agent_problem(spec)
@@ -317,7 +334,7 @@ class ConfigError(ValueError):
 # ---- what each field accepts ---------------------------------------------------------------
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "recipe": ("auto", "tiny", "spiral"),
+    "recipe": ("auto", "tiny", "spiral", "delta-belief-4b"),
     "backend": ("hf", "vllm"),
     "prompt_template": ("spiral", "bare"),
     "obs_format": ("", *OBS_FORMATS),
@@ -394,6 +411,7 @@ RANGES: dict[str, Range] = {
     "eval_every": _AT_LEAST_1,
     "eval_games": _AT_LEAST_1,
     "eval_samples_per_secret": _NON_NEGATIVE,
+    "eval_long_questions": _NON_NEGATIVE,
     "eval_temperature": _NON_NEGATIVE,
     "eval_reasoning_max_new_tokens": _AT_LEAST_1,
     "save_every": _AT_LEAST_1,
@@ -608,6 +626,23 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 
 
+# delta-belief-rl's 4B run (trainer.md section 4): its SFT questioner, LoRA r 64 on every linear layer,
+# 240 secrets x 16 games per step for 60 steps (15 epochs of 1,000 words), thinking off, a Qwen3-14B
+# judge behind an OpenAI-compatible endpoint ($OPENAI_BASE_URL, e.g. `vllm serve Qwen/Qwen3-14B`), and
+# evaluation on the held-out nouns with 8 samples each at the judge's sampling, at 20 and 50 questions.
+_JUDGE = "oracle=openai:Qwen/Qwen3-14B"
+RECIPES["delta-belief-4b"] = {
+    "algo": "delta-belief", "model": "Klingspor/Qwen3-4B-SFT", "backend": "vllm", "thinking": False,
+    "games": f"TwentyQuestions-v0:{_JUDGE};words=coca_plus_train",
+    "eval_env_ids": f"TwentyQuestions-v0:{_JUDGE};words=coca_plus_test",
+    "group_size": 16, "groups_per_step": 240, "steps": 60, "games_in_flight": 3840,
+    "max_new_tokens": 50, "max_game_actions": 20, "temperature": 1.0, "top_p": 1.0, "obs_format": "full",
+    "lora_rank": 64, "lora_alpha": 64, "lr": 3e-5, "adam_beta1": 0.9, "adam_beta2": 0.95,
+    "weight_decay": 0.01, "grad_clip": 1.0, "micro_batch": 80, "bf16": True, "seed": 42,
+    "eval_every": 4, "eval_samples_per_secret": 8, "eval_long_questions": 50, "eval_temperature": 0.7,
+    "eval_opponents": "", "save_every": 4, "vllm_max_model_len": 4096,
+}  # fmt: skip
+
 # The 20 Questions recipe (bethgelab/delta-belief-rl): PPO with a wider upper clip and dual clip, one
 # epoch, no KL; StarPO averages each turn's tokens, then the turns; delta-belief takes the token mean.
 # "ALGO/tiny" adds the CPU settings of the embedded model.
@@ -617,8 +652,9 @@ _GROUP_PPO = {"loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "
 _GROUP_TINY = {
     "games": "TwentyQuestions-v0:recap=true;words=builtin_train",
     "eval_env_ids": "TwentyQuestions-v0:recap=true;words=builtin_test", "game_weights": "",
-    "group_size": 8, "groups_per_step": 8, "max_new_tokens": 24, "max_game_actions": 20, "obs_format": "last",
-    "steps": 40, "eval_every": 10, "sft_steps": 300, "lr": 3e-4, "lr_schedule": "constant",
+    "group_size": 8, "groups_per_step": 4, "max_new_tokens": 24, "max_game_actions": 20, "obs_format": "last",
+    "steps": 20, "eval_every": 20, "sft_steps": 400, "sft_agent": "expert#guess_prob=0.3", "lr": 1e-3,
+    "lr_schedule": "constant",
 }  # fmt: skip
 ALGO_RECIPES: dict[str, dict[str, Any]] = {
     "starpo": {**_GROUP_PPO, "aggregation": "seq_mean_token_mean"},

@@ -19,7 +19,7 @@ from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
 from spiral_arena.registry import spec as spec_of
 from trainers.logprobs import pack, response_logprobs
-from trainers.rollout import GameSpec, Policy, collect
+from trainers.rollout import GameResult, GameSpec, Policy, collect
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
 
@@ -38,16 +38,23 @@ def play_against(
     n_games: int,
     seed: int,
     secret_samples: int = 0,
+    long_questions: int = 0,
     **generation: Any,
 ) -> dict[str, float]:
     """Win/draw/loss and invalid rate of the policy vs each opponent, seats alternating. A
     single-player game has no opponent: it is played once, as "solo"; Twenty Questions with
-    ``secret_samples`` k > 0 plays every secret of its word list k times (``secret_success``)."""
+    ``secret_samples`` k > 0 plays every secret of its word list k times (``secret_success``), and
+    again with ``long_questions`` questions allowed when that is > 0."""
     metrics: dict[str, float] = {}
     for spec in games:
         solo = len(spec_of(spec.env_id).game.agents) == 1
         if solo and secret_samples > 0 and "secret" not in spec.options and spec.env_id == "TwentyQuestions-v0":
             metrics.update(secret_success(policy, spec, secret_samples, seed, **generation))
+            if long_questions > 0:
+                kept = [o for o in spec.label.partition(":")[2].split(";") if o and not o.startswith("max_questions=")]
+                longer = GameSpec.parse(f"{spec.env_id}:{';'.join([*kept, f'max_questions={long_questions}'])}")
+                budget = {**generation, "max_game_actions": max(long_questions, generation["max_game_actions"])}
+                metrics.update(secret_success(policy, longer, secret_samples, seed, **budget))
             continue
         for name in ["solo"] if solo else opponents:
             opponent = None if solo else make_agent(name)
@@ -103,7 +110,7 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
     """Every secret of ``spec`` played ``samples`` times: Mean@k (the mean success rate) and Pass@k
     (at least one success in k, unbiased with n = k), each with a 95% bootstrap interval over the
     secrets, and the mean number of questions. ``eval/GAME/solo/win`` is Mean@k, so the summary
-    lines read it as a win rate."""
+    lines read it as a win rate. Also the shares of invalid and of repeated questions."""
     from evals.metrics import benchmark_metrics
 
     seeds = covering_seeds(spec, seed)
@@ -139,7 +146,16 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
         f"{key}/pass_at_{samples}_low": best["ci95"][0],
         f"{key}/pass_at_{samples}_high": best["ci95"][1],
         f"{key}/questions_mean": float(np.mean([len(r.turns) for r in results])),
+        f"{key}/invalid_rate": verdict_share(results, "invalid"),
+        f"{key}/repeated_rate": verdict_share(results, "repeated"),
     }
+
+
+def verdict_share(results: list[GameResult], verdict: str) -> float:
+    """The share of all questions asked that got ``verdict`` (e.g. Twenty Questions' invalid or
+    repeated questions); 0 when no turn was played."""
+    verdicts = [v for r in results for v in r.verdicts]
+    return sum(v == verdict for v in verdicts) / max(1, len(verdicts))
 
 
 GREEDY_TEMPERATURE = 1e-3  # temperature 0 (greedy) is read as this: the greedy path gets all the mass

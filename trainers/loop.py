@@ -83,7 +83,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     model, tokenizer, model_path = load_model(config, run_dir, previous, device)
     stops = stop_token_ids(tokenizer, model.generation_config)
     engine = make_engine(config, model, tokenizer, model_path, stops)
-    policy = Policy(engine, tokenizer, config.prompt_template, stops)
+    policy = Policy(engine, tokenizer, config.prompt_template, stops, thinking=config.thinking)
     envs = EnvPool()
     opponent = None if config.opponent == "self" else make_agent(config.opponent)
     log = MetricsLog(
@@ -99,7 +99,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     start_row: dict[str, Any] = {"step": 0}  # step 0: the warm start's loss and evaluation
     if previous is None and config.sft_steps > 0:
         records = list(
-            play_transcripts("random", specs, weights, games=2000, seed=config.seed, obs_format=config.obs_format)
+            play_transcripts(config.sft_agent, specs, weights, sft_games(config), config.seed, config.obs_format)
         )
         losses = sft(
             model,
@@ -430,6 +430,7 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
             config.eval_games,
             seed=12345,
             secret_samples=config.eval_samples_per_secret,
+            long_questions=config.eval_long_questions,
             max_new_tokens=config.max_new_tokens,
             temperature=config.eval_temperature,
             top_p=config.top_p,
@@ -460,12 +461,20 @@ def group_advantages(results: list[GameResult], keys: list, config: TrainConfig,
     """Advantages of single-player games, each compared with the games of its group (``keys``: one
     group key per game, the games of one reset seed). StarPO: the group-normalised return on every
     turn. delta-belief: per-turn rewards (turn penalty + end reward + belief_coef x belief gain, the
-    belief read under the current policy, no gradient), normalised per turn index in the group."""
+    belief read under the current policy, no gradient), normalised per turn index in the group.
+    A game where the oracle failed (an LLM judge's "error" verdict) is left out, advantage 0: a
+    missing answer is not the player's doing."""
+    answered = ["error" not in game.verdicts for game in results]
+    dropped = {"judge/dropped_games": float(len(results) - sum(answered))}
+    keys = [k for k, ok in zip(keys, answered, strict=True) if ok]
+    results = [game for game, ok in zip(results, answered, strict=True) if ok]
+    if not results:
+        return dropped
     if config.algo == "starpo":
         for game, advantage in zip(results, starpo_advantages([g.shaped[0] for g in results], keys), strict=True):
             for turn in game.turns:
                 turn.advantage = advantage
-        return {}
+        return dropped
     histories = [h for g in results for h in [t.prompt for t in g.turns] + [g.final_observation]]
     secrets = [g.secret for g in results for _ in range(len(g.turns) + 1)]
     flat = iter(log_beliefs(model, policy, histories, secrets, batch_size=config.micro_batch))
@@ -480,7 +489,8 @@ def group_advantages(results: list[GameResult], keys: list, config: TrainConfig,
     for game, advantages in zip(results, turnwise_advantages(rewards, keys, max_turns, config.turn_norm), strict=True):
         for turn, advantage in zip(game.turns, advantages, strict=True):
             turn.advantage = advantage
-    return {"belief/gain_mean": float(np.mean(gains)), "belief/positive_share": float(np.mean(np.array(gains) > 0))}
+    gain_share = float(np.mean(np.array(gains) > 0))
+    return {**dropped, "belief/gain_mean": float(np.mean(gains)), "belief/positive_share": gain_share}
 
 
 def rollout_metrics(results: list[GameResult], turns: list[Turn], seconds: float) -> dict[str, float]:
@@ -516,13 +526,20 @@ def lr_factor(config: TrainConfig, step: int) -> float:
     raise ValueError(f"lr_schedule must be constant, warmup or cosine; got {config.lr_schedule!r}")
 
 
+def sft_games(config: TrainConfig) -> int:
+    """Games of ``sft_agent`` for the warm start: about one per 10 samples trained on (a game yields
+    several), at least 50 and at most 2,000, so a short warm start does not wait on data it never reads."""
+    return min(2000, max(50, config.sft_steps * config.sft_batch // 10))
+
+
 def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
     """The embedded tiny model of this run, created on first use (tokenizer trained on our games)."""
     from trainers.tiny import create_tiny
 
     path = run_dir / "tiny_init"
     if not path.exists():
-        create_tiny(path, [s.env_id for s in parse_mixture(config.games, config.game_weights)[0]], seed=config.seed)
+        env_ids = [s.env_id for s in parse_mixture(config.games, config.game_weights)[0]]
+        create_tiny(path, env_ids, seed=config.seed, agent=config.sft_agent)
     return path
 
 

@@ -17,16 +17,17 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
-def game_corpus(env_ids: Iterable[str], games_per_env: int = 50, seed: int = 0) -> list[str]:
-    """Observations and well-formed answers from random play, the text the model will meet."""
+def game_corpus(env_ids: Iterable[str], games_per_env: int = 50, seed: int = 0, agent: str = "random") -> list[str]:
+    """Observations and well-formed answers from play by ``agent`` (the warm start's player), the
+    text the model will meet."""
     from spiral_arena import make
-    from spiral_arena.agents import RandomAgent
+    from spiral_arena.agents import make_agent
     from spiral_arena.agents.prompting import single_turn_prompt
 
     texts: list[str] = []
     for env_id in env_ids:
         env = make(env_id)
-        agent = RandomAgent(seed)
+        player = make_agent(agent, seed=seed)
         for g in range(games_per_env):
             env.reset(seed=seed + g)
             for _ in env.agent_iter():
@@ -34,9 +35,11 @@ def game_corpus(env_ids: Iterable[str], games_per_env: int = 50, seed: int = 0) 
                 if term or trunc:
                     env.step(None)
                     continue
-                action = agent.act(obs, info)
+                action = player.act(obs, info)
                 texts += [single_turn_prompt(obs), f"The move is \\boxed{{{action}}}"]
                 env.step(action)
+        # a game's own vocabulary (Twenty Questions' secret nouns), so each name is a token or two
+        texts += [f"Is it {word}?" for word in getattr(env.game, "words", ())] * 10
     # the chat template's role names, so each becomes one token instead of a handful of pieces
     return texts + ["user\nassistant\n"] * len(texts)
 
@@ -84,10 +87,12 @@ def build_model(vocab_size: int, hidden_size: int = 64, layers: int = 2, heads: 
     return Qwen3ForCausalLM(config)
 
 
-def create_tiny(path: str | Path, env_ids: Iterable[str] = ("KuhnPoker-v0", "TicTacToe-v0"), seed: int = 0) -> Path:
-    """Write a fresh tiny model and its tokenizer to ``path`` (loadable with from_pretrained)."""
+def create_tiny(
+    path: str | Path, env_ids: Iterable[str] = ("KuhnPoker-v0", "TicTacToe-v0"), seed: int = 0, agent: str = "random"
+) -> Path:
+    """Write a fresh tiny model and its tokenizer (trained on ``agent``'s games) to ``path``."""
     path = Path(path)
-    tokenizer = build_tokenizer(game_corpus(env_ids, seed=seed))
+    tokenizer = build_tokenizer(game_corpus(env_ids, seed=seed, agent=agent))
     model = build_model(len(tokenizer), seed=seed)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
