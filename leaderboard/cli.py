@@ -60,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
     run.add_argument("--workers", type=int, default=1, help="worker processes (default: %(default)s)")
+    run.add_argument(
+        "--concurrency",
+        metavar="N",
+        help="games in flight at once in each process, stored exactly as if played one by one: API agents' "
+        "requests overlap and hf: agents generate in batches (default: 32 when an entrant is an API or hf: "
+        "agent, else 1)",
+    )
     run.add_argument("--seed", type=int, default=0, help="first game seed; seeds are SEED, SEED+1, ... (default: 0)")
     run.add_argument("--retry-errors", action="store_true", help="play again the games stored as errors")
     run.add_argument("--runs", default="runs", help="where to look for checkpoints without --agents (default: runs)")
@@ -87,6 +94,19 @@ def _show(standings, args: argparse.Namespace) -> None:
             print(f"wrote {path}")
 
 
+def _concurrency(text: str | None) -> int | None:
+    """``--concurrency`` as a number (None: the run's default), or a one-line ValueError."""
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"--concurrency: must be a whole number of games >= 1, got {text!r}")
+    return value
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard import store
     from leaderboard.entrants import default_entrants, parse_entrants
@@ -95,6 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard.standings import compute
     from spiral_arena.agents import options_problem, spec_problem
 
+    concurrency = _concurrency(args.concurrency)
     entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
     problems = [
         p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
@@ -117,6 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         workers=args.workers,
         retry_errors=args.retry_errors,
         progress=False if args.no_progress else None,
+        concurrency=concurrency,
     )
     print(
         f"{summary.scheduled} games scheduled: {summary.already_stored} already stored, {summary.played} played, "
@@ -163,7 +185,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if problems:
         raise ValueError("; ".join(problems))
 
-    conn = store.connect(args.db, create=False)
+    conn = store.open_readonly(args.db)  # showing never creates, migrates or writes the file
     try:
         game = None if args.game is None else canonical_env_id(args.game)
         games = store.load_games(conn, None if game is None else [game])

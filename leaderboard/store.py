@@ -5,7 +5,7 @@ Every game is committed on its own, so a killed run loses only the games in flig
 runs at once never duplicate a game. A single-player game has no seat 1: its ``player1`` is
 ``NO_PLAYER`` (the empty string, never a label), so the key needs no change. The schema version lives in
 ``PRAGMA user_version``; opening a database applies the missing steps of ``MIGRATIONS`` inside one
-transaction.
+transaction, except ``open_readonly`` (for ``leaderboard show``), which never writes the file.
 """
 
 from __future__ import annotations
@@ -90,11 +90,7 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise ValueError(
-                f"the leaderboard database has schema version {version}, newer than this spiral-arena "
-                f"({spiral_arena.__version__}) understands ({SCHEMA_VERSION}); upgrade spiral-arena"
-            )
+        _check_not_newer(version)
         for step in MIGRATIONS[version:target]:
             step(conn)
         if version < target:
@@ -104,6 +100,14 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
         conn.execute("ROLLBACK")
         raise
     return max(version, target)
+
+
+def _check_not_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise ValueError(
+            f"the leaderboard database has schema version {version}, newer than this spiral-arena "
+            f"({spiral_arena.__version__}) understands ({SCHEMA_VERSION}); upgrade spiral-arena"
+        )
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -120,13 +124,18 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
-def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
-    """Open (or with ``create``, make) the database at ``path`` and migrate it to the current schema."""
+def _database_file(path: str | Path, must_exist: bool) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"--db {path} is a directory; give a database file, e.g. {path / 'leaderboard.sqlite'}")
-    if not create and not path.is_file():
+    if must_exist and not path.is_file():
         raise ValueError(f"no leaderboard database at {path}; make one with: spiral-arena leaderboard run --db {path}")
+    return path
+
+
+def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
+    """Open (or with ``create``, make) the database at ``path`` and migrate it to the current schema."""
+    path = _database_file(path, must_exist=not create)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -140,6 +149,59 @@ def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
         conn.close()
         raise ValueError(f"{path} is not a usable leaderboard database: {error}") from error
     return conn
+
+
+def open_readonly(path: str | Path) -> sqlite3.Connection:
+    """Open an existing database for reading only (``leaderboard show``): results one may not write (a
+    read-only file or directory, a shared copy) must still show, and the file stays byte for byte as it
+    was. SQLite's ``mode=ro`` reads a WAL database through its -shm and -wal side files, making them
+    where the directory allows, as any reader does (the next writer to close removes them); where it
+    cannot, in a read-only directory, the file is opened ``immutable``, which is right only while no WAL
+    holds commits the file lacks, so a non-empty -wal there is refused. An older schema is migrated in
+    a copy in memory (the whole file is read in; ``leaderboard run`` migrates the file itself)."""
+    path = _database_file(path, must_exist=True)
+    conn: sqlite3.Connection | None = None
+    try:
+        try:
+            conn, version = _read(path, immutable=False)
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN):
+                raise
+            wal = path.with_name(f"{path.name}-wal")
+            if wal.is_file() and wal.stat().st_size:
+                raise ValueError(
+                    f"cannot read {path}: its {wal.name} holds commits not yet in the file and the directory is "
+                    "read-only; open it once where it can be written (leaderboard run does)"
+                ) from None
+            conn, version = _read(path, immutable=True)
+        _check_not_newer(version)
+        if version == 0:
+            raise ValueError(f"{path} is not a leaderboard database (no schema version: no leaderboard run made it)")
+        if version < SCHEMA_VERSION:
+            copy = sqlite3.connect(":memory:", isolation_level=None)
+            conn.backup(copy)
+            conn.close()
+            conn = copy
+            migrate(conn)
+        return conn
+    except BaseException as error:
+        if conn is not None:
+            conn.close()
+        if isinstance(error, sqlite3.DatabaseError):
+            raise ValueError(f"cannot read the leaderboard database {path}: {error}") from error
+        raise
+
+
+def _read(path: Path, immutable: bool) -> tuple[sqlite3.Connection, int]:
+    """A read-only connection to ``path`` and its schema version (reading it is what can fail)."""
+    query = "mode=ro&immutable=1" if immutable else "mode=ro"
+    uri = f"{path.resolve().as_uri()}?{query}"  # as_uri escapes '?', '#' and '%' in the path
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        return conn, conn.execute("PRAGMA user_version").fetchone()[0]
+    except BaseException:
+        conn.close()
+        raise
 
 
 @dataclass
