@@ -1,6 +1,9 @@
-"""Leaderboard speed: a round robin of fast agents in worker processes, then ratings on 50,000 stored games.
+"""Leaderboard speed: a round robin of fast agents in worker processes, then ratings on 50,000 stored games;
+or, with ``--latency-ms``, API agents behind a slow network played one game at a time vs many at once.
 
     python benchmarks/leaderboard_bench.py [--workers 2] [--games-per-pair 200] [--rated-games 50000] [--json OUT]
+    python benchmarks/leaderboard_bench.py --latency-ms 300 [--games-per-pair 100] [--sequential-games-per-pair N]
+        [--concurrency 32] [--repeats 1] [--json OUT]
 
 Rows:
 
@@ -14,19 +17,39 @@ Rows:
 
 Wall time is what the targets are about; CPU time (this process and its workers) is printed too, since
 on a shared machine other work stretches wall time but not CPU time.
+
+With ``--latency-ms MS`` (e.g. 300) only this runs instead: four ``spiral-arena serve`` processes on free
+loopback ports serve two random and two expert agents (the experts get the env's info as ``spiral_info``),
+each answer delayed by MS (``serve --latency-ms``, a stand-in for a provider's latency). Those four API
+agents (``openai:served@http://127.0.0.1:PORT/v1``, no key needed on loopback) and a local random and
+expert play TicTacToe-v0 and KuhnPoker-v0, ``--games-per-pair`` games per pair, in one process:
+sequentially (``concurrency=1``) and with ``--concurrency`` games in flight (default: the runner's default
+for API entrants, 32), each into a fresh database, ``--repeats`` times. The table gives wall time and
+games/s of each (median, and the range when repeated) and the speed-up: the ratio of games/s. A
+sequential game takes the same time whatever the schedule's size, so ``--sequential-games-per-pair``
+may shrink the slow baseline (every pair and game stay equally represented). Target: >= 20x at 300 ms.
+Served random agents answer in the order requests arrive, so the two runs' games differ (the
+equality of results is the tests' business); only time is compared.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import resource
+import socket
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import httpx
 import numpy as np
 from rich.console import Console
 from rich.table import Table
@@ -35,7 +58,7 @@ from scipy.special import expit
 import spiral_arena
 from leaderboard import store
 from leaderboard.entrants import parse_entrants
-from leaderboard.runner import run
+from leaderboard.runner import MODEL_CONCURRENCY, run
 from leaderboard.standings import compute
 
 AGENTS = (
@@ -45,6 +68,9 @@ AGENTS = (
 GAMES = ("TicTacToe-v0", "KuhnPoker-v0")
 ROUND_ROBIN_TARGET_S = 60.0
 RATINGS_TARGET_S = 10.0
+SERVED = ("random", "random", "expert", "expert")  # the agents behind the four API entrants
+SPEED_UP_TARGET = 20.0
+SERVER_START_S = 60.0
 
 
 def cpu_seconds() -> float:
@@ -132,13 +158,134 @@ def bench_ratings(directory: Path, total: int) -> dict:
     }
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(agents: Sequence[str], latency_ms: float) -> Iterator[list[str]]:
+    """A ``spiral-arena serve --latency-ms`` process per agent on a free loopback port; yields their base URLs
+    once every one answers, and stops them all on the way out."""
+    processes, urls = [], []
+    try:
+        for agent in agents:
+            port = free_port()
+            command = [sys.executable, "-m", "spiral_arena.cli", "serve", "--agent", agent, "--port", str(port)]
+            command += ["--latency-ms", str(latency_ms)]
+            processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            urls.append(f"http://127.0.0.1:{port}/v1")
+        deadline = time.monotonic() + SERVER_START_S
+        for process, url in zip(processes, urls, strict=True):
+            while not _answers(url):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"spiral-arena serve at {url} did not start (exit code {process.poll()})")
+                time.sleep(0.1)
+        yield urls
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/models", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def api_entrants(urls: Sequence[str]) -> list[str]:
+    """The four served agents as API entrants (an expert needs the env's info), then a local random and expert."""
+    specs = [
+        f"api-{agent}-{i}=openai:served@{url}" + ("#send_info=true" if agent == "expert" else "")
+        for i, (agent, url) in enumerate(zip(SERVED, urls, strict=True))
+    ]
+    return [*specs, "random", "expert"]
+
+
+def bench_api_run(db: Path, urls: Sequence[str], games_per_pair: int, concurrency: int) -> dict:
+    entrants = parse_entrants(api_entrants(urls))
+    wall = time.perf_counter()
+    summary = run(str(db), entrants, GAMES, games_per_pair, concurrency=concurrency, progress=False)
+    wall = time.perf_counter() - wall
+    if summary.played != summary.scheduled or summary.errors:
+        raise RuntimeError(f"API round robin incomplete: {summary}")
+    return {"games": summary.played, "concurrency": concurrency, "wall_s": wall, "games_per_s": summary.played / wall}
+
+
+def bench_latency(
+    directory: Path, latency_ms: float, games_per_pair: int, sequential_games: int, concurrency: int, repeats: int
+) -> dict:
+    """Sequential and concurrent runs of the API round robin, alternating, ``repeats`` times each."""
+    runs: dict[str, list[dict]] = {"sequential": [], "concurrent": []}
+    with served(SERVED, latency_ms) as urls:
+        for k in range(repeats):
+            runs["sequential"].append(bench_api_run(directory / f"seq{k}.sqlite", urls, sequential_games, 1))
+            runs["concurrent"].append(bench_api_run(directory / f"conc{k}.sqlite", urls, games_per_pair, concurrency))
+    ratios = [c["games_per_s"] / s["games_per_s"] for s, c in zip(runs["sequential"], runs["concurrent"], strict=True)]
+    return {"latency_ms": latency_ms, **runs, "speed_up": ratios}
+
+
+def _spread(values: Sequence[float], digits: int) -> str:
+    """The median, with the range when there are several values."""
+    text = f"{statistics.median(values):.{digits}f}"
+    return text if len(values) == 1 else f"{text} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def latency_table(result: dict) -> Table:
+    table = Table(
+        title=f"Leaderboard with API agents at {result['latency_ms']:g} ms per request ({os.cpu_count()} CPUs)"
+    )
+    for header in ("run", "games", "wall s", "games/s", "speed-up", "target", "ok"):
+        table.add_column(header, justify="left" if header == "run" else "right")
+    for name, runs in (("sequential", result["sequential"]), ("concurrent", result["concurrent"])):
+        table.add_row(
+            f"{name} (concurrency {runs[0]['concurrency']})",
+            str(runs[0]["games"]),
+            _spread([r["wall_s"] for r in runs], 1),
+            _spread([r["games_per_s"] for r in runs], 2),
+            "",
+            "",
+            "",
+        )
+    speed_up = statistics.median(result["speed_up"])
+    ok = "yes" if speed_up >= SPEED_UP_TARGET else "NO"
+    table.add_row("speed-up", "", "", "", _spread(result["speed_up"], 1) + "x", f">= {SPEED_UP_TARGET:.0f}x", ok)
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--games-per-pair", type=int, default=200)
+    parser.add_argument("--games-per-pair", type=int, default=None, help="default: 200 (100 with --latency-ms)")
     parser.add_argument("--rated-games", type=int, default=50_000)
+    parser.add_argument("--latency-ms", type=float, help="instead: API agents served with this latency (see above)")
+    parser.add_argument("--sequential-games-per-pair", type=int, help="with --latency-ms (default: --games-per-pair)")
+    parser.add_argument("--concurrency", type=int, default=MODEL_CONCURRENCY, help="with --latency-ms (default: 32)")
+    parser.add_argument("--repeats", type=int, default=1, help="with --latency-ms: runs of each kind (default: 1)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
+    console = Console()
+    console = console if console.is_terminal else Console(width=160)
+    if args.latency_ms is not None:
+        games = args.games_per_pair or 100
+        with tempfile.TemporaryDirectory() as tmp:
+            result = bench_latency(
+                Path(tmp),
+                args.latency_ms,
+                games,
+                args.sequential_games_per_pair or games,
+                args.concurrency,
+                args.repeats,
+            )
+        console.print(latency_table(result))
+        if args.json:
+            args.json.write_text(json.dumps({"latency": result}, indent=2))
+        return
+    args.games_per_pair = args.games_per_pair or 200
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         tournament = bench_round_robin(directory, args.workers, args.games_per_pair)
@@ -164,8 +311,7 @@ def main() -> None:
         f"< {RATINGS_TARGET_S:.0f} s",
         "yes" if ratings["wall_s"] < RATINGS_TARGET_S else "NO",
     )
-    console = Console()
-    (console if console.is_terminal else Console(width=160)).print(table)
+    console.print(table)
     if args.json:
         args.json.write_text(json.dumps({"round_robin": tournament, "ratings": ratings}, indent=2))
 

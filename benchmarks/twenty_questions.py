@@ -56,7 +56,8 @@ def scores(row: dict, minutes: float) -> dict[str, float]:
 
 
 def run_seed(seed: int, out: Path, steps: int | None, long_questions: int) -> dict[str, dict[str, float]]:
-    common = {"seed": seed, "eval_long_questions": long_questions}
+    # no time limit: a busy machine must not cut the RL budget short (wall times are reported instead)
+    common = {"seed": seed, "eval_long_questions": long_questions, "time_limit_s": 0}
     common |= {"steps": steps, "eval_every": steps} if steps else {}
     starpo_dir = out / f"seed{seed}" / "starpo"
     began = time.monotonic()

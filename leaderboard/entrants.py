@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral_arena.agents import Agent, RandomAgent, make_agent, parse_spec, redacted, split_options
+from spiral_arena.llm import PROVIDERS
 
 BUILTIN_SPECS = ("random", "expert")
 CHECKPOINT_MARKER = "spiral_arena.json"
@@ -116,8 +117,13 @@ def default_entrants(runs_dir: Path = Path("runs")) -> list[Entrant]:
     return [parse_entrant(spec) for spec in (*BUILTIN_SPECS, *find_checkpoints(runs_dir))]
 
 
-def build_agent(entrant: Entrant) -> Agent:
-    return make_agent(entrant.spec, **entrant.kwargs)
+def build_agent(entrant: Entrant, concurrency: int = 1) -> Agent:
+    """The entrant's agent. An API agent without its own ``concurrency`` option gets one connection per
+    game in flight: it answers that many decisions at once, whatever its default."""
+    kwargs = entrant.kwargs
+    if parse_spec(entrant.spec).kind in PROVIDERS:
+        kwargs = {"concurrency": concurrency, **kwargs}
+    return make_agent(entrant.spec, **kwargs)
 
 
 def kuhn_policy_of(agent: Agent) -> dict[str, float] | None:

@@ -5,19 +5,43 @@ seed), so a game's result does not depend on which worker played it or what ran 
 resumed run stores exactly what an uninterrupted one would have. An exception from an agent ends the
 game as an error (stored, never scored); the run goes on. A single-player game seats one agent; its
 row's seat-1 columns stay empty, and ``success`` records whether the env's outcome named it the winner.
+
+Up to ``concurrency`` games are in flight at once in each process, played in waves: every game moves
+to its next decision, then API agents' decisions go out as concurrent requests (all agents' at once),
+an ``hf:`` agent's are generated in one batch, and scripted agents answer one by one. A game still
+plays what it would alone, so the stored rows are those of a sequential run (timing columns aside):
+
+- each game has its own shallow copy of each of its agents, reset with that game's seed: built-in
+  agents rebind their generator on reset, so a copy's random stream is the game's alone, while the
+  heavy parts (a loaded model, an HTTP client) stay shared;
+- an ``hf:`` batch samples each row from its own copy's generator (``spiral_arena.agents.hf.act_together``),
+  so a row draws what it would draw alone (only the last bits of batched logits may differ);
+- every decision has its own outcome: an agent's exception ends the game it was acting in, as an error,
+  and no other game of the wave;
+- an API agent keeps no state between requests, so its replies depend on its server alone (a server
+  whose answers depend on the order of requests, such as a served random agent, is not reproducible by
+  sequential runs either).
+
+Each game is stored when it ends, on its own, as before.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import multiprocessing
 import os
-import queue
+import signal
 import sqlite3
+import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import numpy as np
@@ -27,12 +51,16 @@ import spiral_arena
 from leaderboard import store
 from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of
 from leaderboard.schedule import Job, check_games, schedule
-from spiral_arena.agents import Agent
+from spiral_arena.agents import Agent, APIAgent, parse_spec
+from spiral_arena.agents.hf import HFAgent, act_together
 from spiral_arena.core.env import TextGameEnv
+from spiral_arena.llm import PROVIDERS
 from spiral_arena.registry import parse_env_id
 
 POLL_S = 0.2
 MAX_CHUNK = 64
+MODEL_CONCURRENCY = 32  # the default games in flight when an entrant waits on a network or a model
+STOP_GRACE_S = 5.0  # how long a worker told to terminate may take before it is killed
 
 
 def agent_seed(game_seed: int, seat: int, own_seed: int) -> int:
@@ -45,18 +73,18 @@ def _env_version(env_id: str) -> str:
     return parse_env_id(env_id)[0].rpartition("-")[2]
 
 
-def play_game(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], agents: Sequence[Agent]) -> store.GameRow:
-    """One game of ``job`` with ``agents[i]`` in seat i (``entrants`` give their labels and seeds): two
-    seats, or one in a single-player game."""
+def play_game(
+    env: TextGameEnv, job: Job, entrants: Sequence[Entrant]
+) -> Generator[tuple[int, str, dict[str, Any]], str, store.GameRow]:
+    """One game of ``job`` (``entrants`` give the seats' labels), as a coroutine: it yields each decision
+    (seat, observation, info) and is sent the seat's answer, or thrown the agent's exception, which ends
+    the game as an error; it returns the game's row. The game's rules read as one loop, whoever drives it
+    and however many other games share the driver's waves."""
     started, clock = store.now(), time.perf_counter()
-    for seat, (entrant, agent) in enumerate(zip(entrants, agents, strict=True)):
-        reset = getattr(agent, "reset", None)
-        if reset is not None:
-            reset(seed=agent_seed(job.seed, seat, entrant.seed))
     env.reset(seed=job.seed)
     seats = {name: i for i, name in enumerate(env.possible_agents)}
     moves: list[list[int | str]] = []
-    invalid = [False] * len(agents)
+    invalid = [False] * len(entrants)
     reason = error = error_seat = winner = None
     for name in env.agent_iter():
         observation, _, terminated, truncated, info = env.last()
@@ -68,7 +96,7 @@ def play_game(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], agents: S
             env.step(None)
             continue
         try:
-            action = agents[seat].act(observation, info)
+            action = yield seat, observation, info
             if not isinstance(action, str):
                 raise TypeError(f"act() returned {type(action).__name__}, not str")
         except Exception as exc:  # any failure of an agent ends the game as an error, never a score
@@ -84,7 +112,7 @@ def play_game(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], agents: S
         rewards=tuple(map(float, env.returns)) if finished else (None, None),
         payoffs=(None, None) if chips is None else tuple(map(float, chips)),
         invalid=invalid,
-        success=winner == env.possible_agents[0] if finished and len(agents) == 1 else None,
+        success=winner == env.possible_agents[0] if finished and len(entrants) == 1 else None,
         invalid_reason=reason,
         error=error,
         error_seat=error_seat,
@@ -124,22 +152,68 @@ def _row(job: Job, entrants: Sequence[Entrant], *, rewards, payoffs, invalid, tr
     )
 
 
-class Player:
-    """Builds each entrant's agent once and one env per game id; records once per database what can be
-    known of an agent without playing it (its Kuhn policy and that policy's exploitability)."""
+def default_concurrency(entrants: Sequence[Entrant]) -> int:
+    """1 (one game at a time, as scripted agents need nothing more) unless an entrant is an API or
+    ``hf:`` agent: then ``MODEL_CONCURRENCY`` games in flight, to overlap requests and batch generation."""
+    waits = any(parse_spec(e.spec).kind in (*PROVIDERS, "hf") for e in entrants)
+    return MODEL_CONCURRENCY if waits else 1
 
-    def __init__(self, entrants: Sequence[Entrant], conn: sqlite3.Connection) -> None:
+
+def check_concurrency(concurrency: object) -> int:
+    """``concurrency`` if it is an integer >= 1, else ValueError."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    return concurrency
+
+
+@dataclass
+class _Game:
+    """A game in flight: its coroutine, its own copy of each seat's agent, and the decision it waits on."""
+
+    job: Job
+    env: TextGameEnv
+    agents: list[Agent]
+    play: Generator[tuple[int, str, dict[str, Any]], str, store.GameRow]
+    decision: tuple[int, str, dict[str, Any]]
+
+    @property
+    def label(self) -> str:
+        """The entrant the game waits on."""
+        return self.job.players[self.decision[0]]
+
+    def act(self) -> str:
+        """The game's own copy of the waiting seat's agent answers the decision."""
+        seat, observation, info = self.decision
+        return self.agents[seat].act(observation, info)
+
+    def advance(self, outcome: str | Exception) -> store.GameRow | None:
+        """Hand the waiting seat its answer (or its agent's exception); the row once the game is over."""
+        try:
+            self.decision = self.play.throw(outcome) if isinstance(outcome, Exception) else self.play.send(outcome)
+        except StopIteration as end:
+            return end.value
+        return None
+
+
+class Player:
+    """Builds each entrant's agent once and keeps idle envs per game id; records once per database what
+    can be known of an agent without playing it (its Kuhn policy and that policy's exploitability).
+    Plays up to ``concurrency`` games at once (see the module docstring)."""
+
+    def __init__(self, entrants: Sequence[Entrant], conn: sqlite3.Connection, concurrency: int = 1) -> None:
         self.entrants = {e.label: e for e in entrants}
         self.conn = conn
+        self.concurrency = check_concurrency(concurrency)
         self.recorded = set(store.load_agents(conn))
         self.agents: dict[str, Agent | Exception] = {}
-        self.envs: dict[str, TextGameEnv] = {}
+        self.envs: dict[str, list[TextGameEnv]] = {}
+        self.requests: ThreadPoolExecutor | None = None  # sends a wave's API requests; made at the first wave
 
     def _agent(self, label: str) -> Agent | Exception:
         if label not in self.agents:
             entrant = self.entrants[label]
             try:
-                agent = build_agent(entrant)
+                agent = build_agent(entrant, self.concurrency)
             except Exception as exc:  # recorded on each of its games, like a crash in act()
                 self.agents[label] = exc
                 return exc
@@ -163,22 +237,124 @@ class Player:
         self.recorded.add(entrant.label)
 
     def close(self) -> None:
-        """Release what agents hold (API connection pools)."""
+        """Release what agents hold (API connection pools) and the request threads, without waiting for
+        requests still out (a run stopped midway)."""
+        if self.requests is not None:
+            self.requests.shutdown(wait=False, cancel_futures=True)
         for agent in self.agents.values():
             close = None if isinstance(agent, Exception) else getattr(agent, "close", None)
             if callable(close):
                 close()
 
-    def play(self, job: Job) -> store.GameRow:
+    def play(self, jobs: Iterable[Job]) -> Iterator[store.GameRow]:
+        """The row of every job, each as its game ends, with up to ``concurrency`` games in flight; jobs
+        are read only as games start, so a lazy iterable keeps feeding the waves. Scripted seats answer
+        at once; a wave asks the API and ``hf:`` agents every other game waits on, together."""
+        pending = iter(jobs)
+        games: list[_Game] = []
+        while True:
+            while len(games) < self.concurrency and (job := next(pending, None)) is not None:
+                started = self._start(job)
+                row = started if isinstance(started, store.GameRow) else self._settle(started)
+                if row is None:
+                    games.append(started)
+                else:
+                    yield row
+            if not games:
+                return
+            ongoing = []
+            for game, outcome in zip(games, self._answers(games), strict=True):
+                row = game.advance(outcome)
+                if row is None:
+                    row = self._settle(game)
+                if row is None:
+                    ongoing.append(game)
+                else:
+                    yield row
+            games = ongoing
+
+    def _remote(self, label: str) -> bool:
+        """Whether the agent answers in waves: over the network (API) or in a model's batch (``hf:``)."""
+        return isinstance(self.agents[label], (APIAgent, HFAgent))
+
+    def _settle(self, game: _Game) -> store.GameRow | None:
+        """Let the game's scripted seats answer until it waits on an API or ``hf:`` agent (None), or ends:
+        its row, its env back in the pool."""
+        row = None
+        while row is None and not self._remote(game.label):
+            row = game.advance(_answer(game.act))
+        if row is not None:
+            self.envs[game.job.env_id].append(game.env)
+        return row
+
+    def _start(self, job: Job) -> _Game | store.GameRow:
+        """The game of ``job`` at its first decision, or its row if it is over before any."""
         entrants = [self.entrants[label] for label in job.players]
         agents = [self._agent(label) for label in job.players]
-        if job.env_id not in self.envs:
-            self.envs[job.env_id] = spiral_arena.make(job.env_id)
-        env = self.envs[job.env_id]
+        idle = self.envs.setdefault(job.env_id, [])
+        env = idle.pop() if idle else spiral_arena.make(job.env_id)
         broken = [seat for seat, agent in enumerate(agents) if isinstance(agent, Exception)]
         if broken:
+            idle.append(env)
             return _unbuilt(env, job, entrants, broken[0], agents[broken[0]])
-        return play_game(env, job, entrants, agents)
+        play = play_game(env, job, entrants)
+        try:
+            decision = next(play)
+        except StopIteration as end:
+            idle.append(env)
+            return end.value
+        seeds = [agent_seed(job.seed, seat, entrant.seed) for seat, entrant in enumerate(entrants)]
+        return _Game(job, env, [_own_copy(a, s) for a, s in zip(agents, seeds, strict=True)], play, decision)
+
+    def _answers(self, games: list[_Game]) -> list[str | Exception]:
+        """One wave: the answer to each game's decision, or the exception its agent raised for it. Every
+        API request goes out at once, and is awaited once the ``hf:`` agents have generated, one batch each."""
+        by_agent: dict[str, list[int]] = {}
+        for i, game in enumerate(games):
+            by_agent.setdefault(game.label, []).append(i)
+        if self.requests is None:
+            self.requests = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaderboard-api")
+        requests = {
+            i: self.requests.submit(games[i].act)
+            for label, members in by_agent.items()
+            if isinstance(self.agents[label], APIAgent)
+            for i in members
+        }
+        outcomes: dict[int, str | Exception] = {}
+        for label, members in by_agent.items():
+            if isinstance(self.agents[label], HFAgent):
+                outcomes.update(zip(members, _generated([games[i] for i in members]), strict=True))
+        outcomes.update((i, _answer(future.result)) for i, future in requests.items())
+        return [outcomes[i] for i in range(len(games))]
+
+
+def _own_copy(agent: Agent, seed: int) -> Agent:
+    """A game's own copy of an agent, reset with its seed: it shares what the agent loaded (a model, an
+    HTTP client) but not its random stream, which built-in agents rebind on reset."""
+    own = copy.copy(agent)
+    reset = getattr(own, "reset", None)
+    if reset is not None:
+        reset(seed=seed)
+    return own
+
+
+def _answer(act: Callable[[], str]) -> str | Exception:
+    """What ``act`` returns, or the exception it raised: the outcome of one decision."""
+    try:
+        return act()
+    except Exception as exc:  # ends that decision's game as an error, in the game's coroutine
+        return exc
+
+
+def _generated(games: list[_Game]) -> list[str | Exception]:
+    """One ``hf:`` entrant's decisions of a wave in one batch, each row from its game's copy; a failed
+    batch (out of memory, say) ends every game in it."""
+    agents = [game.agents[game.decision[0]] for game in games]
+    observations = [game.decision[1] for game in games]
+    try:
+        return list(act_together(agents, observations))
+    except Exception as exc:
+        return [exc] * len(games)
 
 
 def _unbuilt(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], seat: int, exc: Exception) -> store.GameRow:
@@ -200,23 +376,32 @@ def _unbuilt(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], seat: int,
     )
 
 
-def _worker(db_path: str, entrants: list[Entrant], jobs: multiprocessing.Queue, parent: int) -> None:
-    """Plays chunks of jobs until it reads None; stops between games if the parent process is gone
-    (a killed ``leaderboard run`` must not leave workers behind)."""
+def _worker(db_path: str, entrants: list[Entrant], channel: Connection, parent: int, concurrency: int) -> None:
+    """Asks the parent for a chunk of jobs whenever its games in flight (up to ``concurrency``) need more,
+    until the answer is None. Stops between games, or at its next request (end of file), if the parent
+    process is gone: a killed ``leaderboard run`` must not leave workers behind. Ignores SIGINT: Ctrl-C
+    reaches the whole process group, and the parent, which ends its workers itself, then prints one line
+    instead of a traceback per worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = store.connect(db_path)
-    player = Player(entrants, conn)
-    try:
-        while os.getppid() == parent:
+    player = Player(entrants, conn, concurrency)
+
+    def dealt() -> Iterator[Job]:
+        while True:
             try:
-                chunk = jobs.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
+                channel.send(None)  # ready for the next chunk
+                chunk = channel.recv()
+            except (EOFError, OSError):  # the parent is gone
+                return
             if chunk is None:
                 return
-            for job in chunk:
-                if os.getppid() != parent:
-                    return
-                store.insert_game(conn, player.play(job))
+            yield from chunk
+
+    try:
+        for row in player.play(dealt()):
+            if os.getppid() != parent:
+                return
+            store.insert_game(conn, row)
     finally:
         player.close()
         conn.close()
@@ -239,11 +424,15 @@ def run(
     workers: int = 1,
     retry_errors: bool = False,
     progress: bool | None = None,
+    concurrency: int | None = None,
 ) -> RunSummary:
     """Play every scheduled game not yet stored: ``games_per_pair`` per pair in two-player games, per agent
-    in single-player ones. ``progress=None`` shows a bar when stderr is a terminal."""
+    in single-player ones. ``progress=None`` shows a bar when stderr is a terminal. ``concurrency``: games
+    in flight per process, with the same results as one at a time; None is ``default_concurrency``:
+    ``MODEL_CONCURRENCY`` (32) when an entrant is an API or ``hf:`` agent, else 1."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    concurrency = default_concurrency(entrants) if concurrency is None else check_concurrency(concurrency)
     labels = [e.label for e in entrants]
     env_ids = check_games(env_ids)  # canonical spellings: the ids games are stored under
     jobs = schedule(labels, env_ids, games_per_pair, seed)
@@ -257,15 +446,15 @@ def run(
         bar = tqdm(total=len(jobs), initial=len(done), unit="game", disable=None if progress is None else not progress)
         with bar:
             if workers == 1 or len(todo) <= 1:
-                player = Player(entrants, conn)
+                player = Player(entrants, conn, concurrency)
                 try:
-                    for job in todo:
-                        store.insert_game(conn, player.play(job))
+                    for row in player.play(todo):
+                        store.insert_game(conn, row)
                         bar.update()
                 finally:
                     player.close()
             else:
-                _run_workers(db_path, list(entrants), todo, workers, conn, bar)
+                _run_workers(db_path, list(entrants), todo, workers, conn, bar, concurrency)
         stored = store.stored_keys(conn, env_ids)
         played = sum(job.key in stored for job in todo)
         scheduled = store.load_games(conn, env_ids, labels)
@@ -276,33 +465,86 @@ def run(
 
 
 def _run_workers(
-    db_path: str, entrants: list[Entrant], todo: list[Job], workers: int, conn: sqlite3.Connection, bar: tqdm
+    db_path: str,
+    entrants: list[Entrant],
+    todo: list[Job],
+    workers: int,
+    conn: sqlite3.Connection,
+    bar: tqdm,
+    concurrency: int,
 ) -> None:
-    # spawn, not fork: workers may load torch/CUDA, which do not survive a fork.
-    context = multiprocessing.get_context("spawn")
-    jobs = context.Queue()
+    """Deal chunks of ``todo`` to ``workers`` processes, each chunk to whichever asks first, over one pipe
+    per worker. Not a shared queue: its feeder thread kept the parent from exiting while the queue's pipe
+    was full, and a worker killed while reading held the queue's lock forever. Ctrl-C or a dead worker
+    stops every worker at once; each finished game is already committed, so the same command resumes."""
+    context = multiprocessing.get_context("spawn")  # not fork: workers may load torch/CUDA
     size = max(1, min(MAX_CHUNK, len(todo) // (workers * 16)))
-    for start in range(0, len(todo), size):
-        jobs.put(todo[start : start + size])
-    for _ in range(workers):
-        jobs.put(None)
-    processes = [
-        context.Process(target=_worker, args=(db_path, entrants, jobs, os.getpid()), daemon=True)
-        for _ in range(workers)
-    ]
-    for process in processes:
-        process.start()
-    shown = store.count_games(conn)
-    running = True
-    while running:
-        time.sleep(POLL_S)
-        running = any(p.is_alive() for p in processes)
-        count = store.count_games(conn)
-        bar.update(count - shown)
-        shown = count
-    failed = [p.exitcode for p in processes if p.exitcode != 0]
+    chunks = deque(todo[start : start + size] for start in range(0, len(todo), size))
+    processes: list[BaseProcess] = []
+    asking: dict[Connection, BaseProcess] = {}  # the workers not yet told to stop, by their pipe
+    dead: BaseProcess | None = None
+    try:
+        for _ in range(workers):
+            mine, theirs = context.Pipe()
+            args = (db_path, entrants, theirs, os.getpid(), concurrency)  # games in flight in each worker
+            process = context.Process(target=_worker, args=args, daemon=True)
+            processes.append(process)
+            asking[mine] = process
+            process.start()
+            theirs.close()  # held by the worker alone, so its death reads as end of file here
+        shown = store.count_games(conn)
+        while asking and dead is None:
+            for channel in wait(list(asking), timeout=POLL_S):
+                try:
+                    channel.recv()
+                    chunk = chunks.popleft() if chunks else None
+                    channel.send(chunk)
+                except (EOFError, OSError):  # it died: its exit status tells how
+                    dead = asking[channel]
+                    dead.join(STOP_GRACE_S)
+                    break
+                if chunk is None:  # it is done and exits
+                    del asking[channel]
+                    channel.close()
+            count = store.count_games(conn)
+            bar.update(count - shown)
+            shown = count
+    except KeyboardInterrupt:
+        bar.write(
+            "interrupted: the games finished so far are stored; run the same command again to play the rest",
+            file=sys.stderr,
+        )
+        raise
+    finally:
+        _stop(processes, terminate=bool(asking))  # workers not told to stop: Ctrl-C, a dead worker, an error
+        for channel in asking:
+            channel.close()
+    if dead is not None:
+        raise RuntimeError(
+            f"worker process {dead.pid} died ({_exit_status(dead.exitcode)}), so the run stopped; the games "
+            "finished so far are stored: run the same command again to play the rest"
+        )
+    failed = [_exit_status(p.exitcode) for p in processes if p.exitcode != 0]
     if failed:
         raise RuntimeError(
-            f"{len(failed)} of {workers} workers failed (exit codes {failed}); the games they finished are stored: "
+            f"{len(failed)} of {workers} workers failed ({', '.join(failed)}); the games they finished are stored: "
             "run the same command again to play the rest"
         )
+
+
+def _stop(processes: Sequence[BaseProcess], terminate: bool) -> None:
+    """Wait for the workers to exit. With ``terminate``, end them now instead (a game in hand is lost,
+    never half-stored: each game is one transaction) and kill any still there after ``STOP_GRACE_S``."""
+    started = [p for p in processes if p.pid is not None]
+    if terminate:
+        for process in started:
+            process.terminate()
+    for process in started:
+        process.join(STOP_GRACE_S if terminate else None)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _exit_status(code: int | None) -> str:
+    return f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"

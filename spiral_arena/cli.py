@@ -143,7 +143,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if given is not None and not given.strip():
         _check(["--api-key: is empty; give a token, or leave out --api-key and SPIRAL_ARENA_SERVE_KEY to serve openly"])
     api_key = given.strip() if given else None
-    serve(args.agent, host=args.host, port=args.port, api_key=api_key, allow_hosts=tuple(args.allow_host))
+    finite = 0 <= args.latency_ms < float("inf")
+    _check([] if finite else [f"--latency-ms: must be a number of milliseconds >= 0, got {args.latency_ms}"])
+    serve(
+        args.agent,
+        host=args.host,
+        port=args.port,
+        api_key=api_key,
+        allow_hosts=tuple(args.allow_host),
+        latency_s=args.latency_ms / 1000,
+    )
     return 0
 
 
@@ -248,6 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="also answer requests whose Host (or Origin) is NAME; repeatable (default: loopback names only "
         "when bound to loopback)",
+    )
+    p.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="benchmarking aid: wait MS milliseconds before answering each chat request, a stand-in for a real "
+        "provider's latency; concurrent requests wait together (default: 0)",
     )
     p.set_defaults(func=cmd_serve)
 

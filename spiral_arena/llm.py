@@ -97,7 +97,9 @@ def resolve_endpoint(
     if key is None and not is_loopback(url):
         raise ValueError(
             f"{who} needs an API key: set {preset.key_env} or pass {key_argument}=...; "
-            "only a loopback base URL (http://127.0.0.1:PORT/v1) may go without one"
+            "only a loopback base URL (http://127.0.0.1:PORT/v1"
+            + (f", e.g. in {preset.base_url_env}" if preset.base_url_env else "")
+            + ") may go without one"
         )
     if key is not None and not api_key and base_url and base_url != env_url:
         check_key_host(preset, base_url)  # an environment key follows a URL written in a spec only where safe

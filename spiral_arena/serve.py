@@ -14,10 +14,16 @@ Web pages must not be able to use the server (and spend a served API agent's key
 name too (DNS rebinding). ``allowed_hosts`` widens that. Bodies are capped at ``MAX_BODY_BYTES``;
 malformed JSON, nesting too deep to parse and lone surrogates are 400s, never 500s. Neither the
 upstream URL of a served API agent nor its upstream's error text is shown to clients.
+
+``latency_s`` (``--latency-ms``) is a benchmarking aid: every accepted chat request waits that long
+before it is answered, as a stand-in for a real provider's latency, so that clients which overlap
+their requests (``spiral-arena leaderboard run --concurrency``) can be measured on loopback. The waits
+of concurrent requests overlap; the checks above come first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import re
@@ -172,10 +178,14 @@ def create_app(
     api_key: str | None = None,
     model_id: str | None = None,
     allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
+    latency_s: float = 0.0,
 ) -> FastAPI:
     """The ASGI app serving ``agent``. With ``api_key``, every request needs that bearer token.
     ``allowed_hosts``: the names the Host header (and an Origin header) may carry; None = any Host,
-    and an Origin only when it names the Host it was sent to."""
+    and an Origin only when it names the Host it was sent to. ``latency_s``: the injected wait before
+    each chat answer (benchmarks only)."""
+    if not 0 <= latency_s < float("inf"):
+        raise ValueError(f"latency must be a number of seconds >= 0, got {latency_s!r}")
     player = make_agent(agent)
     served_model = model_id or describe(agent).split("@", 1)[0]  # never the upstream URL
     # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
@@ -241,6 +251,8 @@ def create_app(
             if len(raw) > MAX_BODY_BYTES:
                 raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
         chat = parse_chat_request(parse_body(raw), served_model)
+        if latency_s:
+            await asyncio.sleep(latency_s)  # outside the agent's lock: concurrent requests wait together
         text = await run_in_threadpool(answer, chat)
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if chat.stream:
@@ -252,16 +264,22 @@ def create_app(
 
 
 def serve(
-    agent: str, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, allow_hosts: tuple[str, ...] = ()
+    agent: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    api_key: str | None = None,
+    allow_hosts: tuple[str, ...] = (),
+    latency_s: float = 0.0,
 ) -> None:
     """Run the server until interrupted (uvicorn, one process). On loopback only loopback Host names
-    are answered (plus ``allow_hosts``); on another address any Host unless ``allow_hosts`` names them."""
+    are answered (plus ``allow_hosts``); on another address any Host unless ``allow_hosts`` names them.
+    ``latency_s`` delays every chat answer (a benchmarking aid, see the module docstring)."""
     import uvicorn
 
     loopback = is_loopback(f"http://[{host}]" if ":" in host else f"http://{host}")
     extra = frozenset(_hostname(h) for h in allow_hosts)
     allowed = LOOPBACK_NAMES | {_hostname(host)} | extra if loopback else (extra or None)
-    app = create_app(agent, api_key=api_key, allowed_hosts=allowed)
+    app = create_app(agent, api_key=api_key, allowed_hosts=allowed, latency_s=latency_s)
     if api_key is None and not loopback:
         print(f"warning: serving on {host} without --api-key: anyone who can reach it can use it", file=sys.stderr)
     print(f"serving {describe(agent)} at http://{host}:{port}/v1", file=sys.stderr, flush=True)

@@ -7,13 +7,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+import copy  # noqa: E402
 import json  # noqa: E402
 
 import torch  # noqa: E402
 
 import spiral_arena  # noqa: E402
 from spiral_arena.agents import RandomAgent  # noqa: E402
-from spiral_arena.agents.hf import SETTINGS_FILE, HFAgent  # noqa: E402
+from spiral_arena.agents.hf import SETTINGS_FILE, HFAgent, act_together  # noqa: E402
 from spiral_arena.play import play_game  # noqa: E402
 from trainers.tiny import build_model, build_tokenizer, create_tiny, game_corpus  # noqa: E402
 
@@ -65,6 +66,34 @@ def test_sampling_is_reproducible_with_reset(tiny_path):
     first = agent.act_batch([obs] * 4, [info] * 4)
     agent.reset(seed=3)
     assert agent.act_batch([obs] * 4, [info] * 4) == first
+
+
+def test_torch_manual_seed_still_fixes_an_unseeded_agent(tiny_path):
+    obs, info = observations("KuhnPoker-v0", 1)[0]
+    replies = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        replies.append(HFAgent(tiny_path, temperature=1.0, max_new_tokens=8).act_batch([obs] * 3, [info] * 3))
+    assert replies[0] == replies[1]
+
+
+def test_copies_sample_together_what_each_samples_alone(tiny_path):
+    """Each copy of the model (one per game in flight) samples its rows from its own generator, and a row
+    that ends early draws nothing more: batching games changes no game's replies, now or later."""
+    agent = HFAgent(tiny_path, temperature=1.0, top_p=0.9, max_new_tokens=10)
+    seen = [o for o, _ in observations("KuhnPoker-v0", 3) + observations("TicTacToe-v0", 3)]
+
+    def copies() -> list[HFAgent]:
+        fresh = [copy.copy(agent) for _ in seen]
+        for seed, own in enumerate(fresh):
+            own.reset(seed=seed)
+        return fresh
+
+    together, alone = copies(), copies()
+    for _ in range(2):  # the second call checks that the generators moved on alike
+        replies = act_together(together, seen)
+        assert replies == [own.act(o, {}) for own, o in zip(alone, seen, strict=True)]
+    assert len(set(replies)) > 1
 
 
 def test_untrained_model_plays_whole_games(tiny_path):

@@ -33,7 +33,7 @@ README = REPO / "README.md"
 BIN = Path(sys.executable).parent  # the venv the suite runs in: its spiral-arena, python and torchrun
 LINKED = ("tests", "benchmarks", "scripts")  # the README's relative paths into the checkout
 TIMEOUT_S = 420  # per command; the slowest (the default leaderboard) takes about a minute on 2 idle cores
-KEY_VARIABLES = ("OPENAI_API_KEY", "GEMINI_API_KEY", "MISTRAL_API_KEY", "OPENROUTER_API_KEY")
+KEY_VARIABLES = ("OPENAI_API_KEY", "GEMINI_API_KEY", "MISTRAL_API_KEY", "OPENROUTER_API_KEY", "OPENAI_BASE_URL")
 
 
 def fenced_blocks(language: str) -> list[tuple[int, str]]:
@@ -224,6 +224,16 @@ def fails_fast_on_missing_model(commands: list[str], cwd: Path) -> None:
     assert time.monotonic() - started < 60, "the model path should be checked before anything loads"
 
 
+def fails_fast_without_its_judge(commands: list[str], cwd: Path) -> None:
+    """The 4B recipe's judge endpoint is checked before anything loads: with no OPENAI_BASE_URL (this
+    suite clears provider keys) the run stops at once and says what to set."""
+    (command,) = commands
+    result = run(command, cwd)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, report(command, result)
+    assert "the LLM judge openai:Qwen/Qwen3-14B needs an API key" in result.stderr, report(command, result)
+    assert "OPENAI_BASE_URL" in result.stderr, report(command, result)
+
+
 def gpu_check_without_gpu(commands: list[str], cwd: Path) -> None:
     (command,) = commands
     if shutil.which("nvidia-smi"):
@@ -264,6 +274,10 @@ SPECIAL: dict[str, Case] = {
     ),
     "spiral-arena sft --data expert.jsonl --model /models/": Case(
         "needs real weights: must fail at once naming the path", fails_fast_on_missing_model
+    ),
+    "spiral-arena train --recipe delta-belief-4b": Case(
+        "needs GPUs, vLLM, real weights and a served judge: must fail at once naming what to set",
+        fails_fast_without_its_judge,
     ),
     "torchrun --standalone --nproc_per_node 8": Case(
         "needs 8 GPUs, vLLM and real weights; its model check is the `train --model /models/...` case", not_run

@@ -311,3 +311,36 @@ def test_a_served_api_agent_keeps_its_upstream_to_itself(tmp_path):
         assert closed_port_url.split("//")[1].split("/")[0] not in answer.text
     finally:
         server.stop()
+
+
+def test_injected_latency_delays_each_answer_and_concurrent_requests_wait_together(tmp_path):
+    """``--latency-ms`` (a benchmarking aid) holds every answer that long; requests in flight overlap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = Server(tmp_path, "--agent", "random", "--latency-ms", "400")
+    try:
+        body = json.dumps(PLAY).encode()
+
+        def timed() -> tuple[int, float]:
+            start = time.perf_counter()
+            status = post(server, body, **{"Content-Type": "application/json"}).status_code
+            return status, time.perf_counter() - start
+
+        with ThreadPoolExecutor(4) as pool:
+            start = time.perf_counter()
+            answers = list(pool.map(lambda _: timed(), range(4)))
+            total = time.perf_counter() - start
+        assert all(status == 200 and seconds >= 0.4 for status, seconds in answers)
+        assert total < 4 * 0.4  # together, not one after another
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_a_bad_latency_is_refused_before_serving(value, capsys):
+    from spiral_arena.cli import main as cli_main
+
+    assert cli_main(["serve", "--agent", "random", f"--latency-ms={value}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"spiral-arena serve: error: --latency-ms: must be a number of milliseconds >= 0, got {float(value)}"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,10 @@ class HFAgent(BaseAgent):
     prompted (``prompt_template`` "bare" = the observation alone; ``obs_format`` "last" = only the
     latest message), and the agent prompts it the same way in any env; its ``sampling`` (the run's
     evaluation temperature, top-p and answer length) are the defaults of ``temperature``, ``top_p``
-    and ``max_new_tokens``. ``temperature=0`` decodes greedily. Sampling uses torch's global
-    generator, reseeded by ``reset(seed)``.
+    and ``max_new_tokens``. ``temperature=0`` decodes greedily. Sampling (temperature, then top-p, as
+    the trainer samples) draws from the agent's own generator, which ``reset(seed)`` replaces: a
+    shallow copy that is reset holds its own random stream but shares the loaded model, so games
+    played at once each get a copy and ``act_together`` still answers them in one batch.
     """
 
     def __init__(
@@ -76,8 +79,14 @@ class HFAgent(BaseAgent):
         self.reset(seed)
 
     def reset(self, seed: int | None = None) -> None:
-        if seed is not None:
-            self.torch.manual_seed(seed)
+        """A new generator (rebound, never reseeded in place, so copies do not share it). ``None`` keeps
+        the one the agent has, or seeds a first one from torch's global generator, so ``torch.manual_seed``
+        still fixes an unseeded agent's sampling."""
+        if seed is None and hasattr(self, "generator"):
+            return
+        if seed is None:
+            seed = int(self.torch.randint(2**62, ()).item())
+        self.generator = self.torch.Generator(device=self.device).manual_seed(seed)
 
     def prompt_text(self, observation: str) -> str:
         if self.obs_format == "last":
@@ -117,26 +126,73 @@ class HFAgent(BaseAgent):
         return self.act_batch([observation], [info])[0]
 
     def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[str]:
+        """One ``generate`` call; every row samples from this agent's generator, row after row."""
+        return act_together([self] * len(observations), observations)
+
+    def _generate(self, observations: list[str], generators: list[Any]) -> list[str]:
         if not observations:
             return []
         batch = self.tokenizer(
             [self.prompt_text(o) for o in observations], return_tensors="pt", padding=True, add_special_tokens=False
         ).to(self.device)
-        sampling = (
-            {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
-            if self.temperature > 0
-            else {"do_sample": False}
-        )
+        sampler = []
+        if self.temperature > 0:
+            width = batch["input_ids"].shape[1]
+            sampler = [_RowSampler(generators, self.temperature, self.top_p, self.stop_ids, width)]
         with self.torch.no_grad():
             out = self.model.generate(
                 **batch,
                 max_new_tokens=self.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.stop_ids,
-                **sampling,
+                do_sample=False,  # greedy, or over the one-hot choice of the sampler
+                logits_processor=sampler,
             )
         new_tokens = out[:, batch["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+
+
+def act_together(agents: Sequence[HFAgent], observations: list[str]) -> list[str]:
+    """Replies to ``observations[i]`` by ``agents[i]``: copies of one loaded model (one per game in
+    flight), answered in one batch, each row sampled from its own copy's generator. What a row draws
+    is then what it would draw alone; its logits may still differ from an unbatched call in the last
+    bits (a batched matrix product may round differently), which can change a token only when a
+    draw falls within that rounding of a boundary, or two logits tie within it when greedy."""
+    if not agents:
+        return []
+    first = agents[0]
+    if any(agent.model is not first.model for agent in agents):
+        raise ValueError("act_together answers for copies of one loaded model only")
+    return first._generate(observations, [agent.generator for agent in agents])
+
+
+class _RowSampler:
+    """Sampling as a logits processor: each unfinished row draws its token (temperature, then top-p,
+    as the trainer's engine samples) from its own generator, and the scores become that one token, so
+    ``generate`` runs greedy over them. A finished row draws nothing: a game's random stream advances
+    only by the tokens its own replies hold, whatever else shares the batch."""
+
+    def __init__(self, generators: list[Any], temperature: float, top_p: float, stop_ids: list[int], width: int):
+        self.generators, self.temperature, self.top_p = generators, temperature, top_p
+        self.stop_ids, self.width = set(stop_ids), width
+        self.done = [False] * len(generators)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if input_ids.shape[1] > self.width:  # the tokens chosen at the previous step
+            last = input_ids[:, -1].tolist()
+            self.done = [done or token in self.stop_ids for done, token in zip(self.done, last, strict=True)]
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            ordered, order = probs.sort(dim=-1, descending=True)
+            ordered = ordered.masked_fill(ordered.cumsum(dim=-1) - ordered > self.top_p, 0.0)
+            probs = torch.zeros_like(probs).scatter(1, order, ordered)
+        chosen = torch.full_like(scores, float("-inf"))
+        for row, (generator, done) in enumerate(zip(self.generators, self.done, strict=True)):
+            token = 0 if done else torch.multinomial(probs[row], 1, generator=generator)
+            chosen[row, token] = 0.0
+        return chosen
 
 
 def _adapter_base(path: str) -> str:
