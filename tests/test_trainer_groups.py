@@ -302,3 +302,14 @@ def test_the_warm_start_plays_about_one_game_per_ten_samples():
 
     sizes = [sft_games(TrainConfig.build({"sft_steps": steps, "sft_batch": 64})) for steps in (0, 2, 100, 400, 600)]
     assert sizes == [50, 50, 640, 2000, 2000]
+
+
+def test_a_bare_twenty_questions_game_keeps_its_history_in_the_tiny_recipe():
+    """--games TwentyQuestions-v0 (no recap) with the tiny recipe: the one-message prompts would show
+    only the last answer, so the game's own full transcript is used; recap=true keeps the short form."""
+    bare = TrainConfig.build({"algo": "delta-belief", "games": "TwentyQuestions-v0"})
+    assert bare.obs_format == "" and bare.games == "TwentyQuestions-v0"
+    recap = TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0:recap=true;max_questions=10"})
+    assert recap.obs_format == "last"
+    assert TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0", "obs_format": "last"}).obs_format == "last"
+    assert TrainConfig.build({"algo": "starpo"}).obs_format == "last"  # the recipe's own games have recap

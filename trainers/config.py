@@ -239,6 +239,8 @@ class TrainConfig:
         if recipe_weights and "games" in known and "game_weights" not in known:
             if _count(known["games"]) != _count(recipe_weights):
                 del settings["game_weights"]  # the recipe's weights were for its own games, not the user's
+        if settings.get("obs_format") == "last" and "obs_format" not in known and _hides_history(known.get("games")):
+            settings["obs_format"] = ""  # the recipe's one-message prompts would hide the questions asked so far
         config = cls(**{**settings, **known, "recipe": recipe})
         config.validate(problems)
         return config
@@ -480,6 +482,15 @@ def _value_problem(name: str, value: Any) -> str | None:
     if name in ("games", "model") and not value.strip():
         return "must not be empty"
     return None
+
+
+def _hides_history(games: Any) -> bool:
+    """Whether a user's games include Twenty Questions without ``recap=true``: its latest message alone
+    (obs_format "last") then holds only the last answer, not the game so far."""
+    if not isinstance(games, str):
+        return False
+    entries = [part.strip().replace(" ", "") for part in games.split(",")]
+    return any(e.split(":")[0] == "TwentyQuestions-v0" and "recap=true" not in e.lower() for e in entries)
 
 
 def _count(text: Any) -> int | None:
