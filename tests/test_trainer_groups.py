@@ -311,5 +311,6 @@ def test_a_bare_twenty_questions_game_keeps_its_history_in_the_tiny_recipe():
     assert bare.obs_format == "" and bare.games == "TwentyQuestions-v0"
     recap = TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0:recap=true;max_questions=10"})
     assert recap.obs_format == "last"
-    assert TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0", "obs_format": "last"}).obs_format == "last"
+    chosen = TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0", "obs_format": "last"})
+    assert chosen.obs_format == "last"  # what the user asks for stands
     assert TrainConfig.build({"algo": "starpo"}).obs_format == "last"  # the recipe's own games have recap
