@@ -135,7 +135,7 @@ def test_rae_decay_zero_is_valid():
         ("backend", "hf, vllm"),
         ("prompt_template", "spiral, bare"),
         ("obs_format", '"", full, first_last, last'),
-        ("recipe", "auto, tiny, spiral"),
+        ("recipe", "auto, tiny, spiral, delta-belief-4b"),
     ],
 )
 def test_choices(capsys, workdir, field, valid):
