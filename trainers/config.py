@@ -487,10 +487,15 @@ def _value_problem(name: str, value: Any) -> str | None:
 def _hides_history(games: Any) -> bool:
     """Whether a user's games include Twenty Questions without ``recap=true``: its latest message alone
     (obs_format "last") then holds only the last answer, not the game so far."""
+    from spiral_arena.registry import parse_env_id
+
     if not isinstance(games, str):
         return False
-    entries = [part.strip().replace(" ", "") for part in games.split(",")]
-    return any(e.split(":")[0] == "TwentyQuestions-v0" and "recap=true" not in e.lower() for e in entries)
+    try:  # the registry's grammar; a spec that does not parse is reported by validate()
+        specs = [parse_env_id(part) for part in games.split(",") if part.strip()]
+    except ValueError:
+        return False
+    return any(env_id == "TwentyQuestions-v0" and options.get("recap") is not True for env_id, options in specs)
 
 
 def _count(text: Any) -> int | None:

@@ -145,10 +145,6 @@ class TwentyQuestionsState:
         return self.max_questions - len(self.turns)
 
     @property
-    def answered_keys(self) -> set[str]:
-        return set(self._answered)
-
-    @property
     def answered_questions(self) -> list[str]:
         """The questions the oracle answered so far, as asked: what an LLM judge is shown."""
         return list(self._answered.values())
@@ -160,27 +156,32 @@ class TwentyQuestionsState:
     def apply(self, question: str) -> None:
         if self.is_terminal():
             raise ValueError("the game is over")
-        cfg = self.reward
-        problem = question_problem(question)
-        key = repeat_key(question)
-        if problem is not None:
-            turn = Turn(question, "invalid", cfg.invalid, detail=problem)
-        elif key in self._answered:
-            turn = Turn(question, "repeated", cfg.repeated)
-        elif names_secret(question, self.secret):
-            turn = Turn(question, "win", 0.0)
-            self.won = True
-        else:
+        turn = self.rule_verdict(question)
+        if turn is None:
             try:
                 reply = self.oracle.answer(self.secret, self.answered_questions, question)
             except OracleError as error:
                 turn = Turn(question, "error", 0.0, detail=error.reason)
             else:
                 turn = Turn(question, reply.answer, 0.0, understood=reply.understood)
-                self._answered[key] = question
+                self._answered[repeat_key(question)] = question
+        self.won = turn.verdict == "win"
         self.turns.append(turn)
         if self.won or not self.questions_left:
             self.current_player = TERMINAL
+
+    def rule_verdict(self, question: str) -> Turn | None:
+        """The turn the game's own rules decide (invalid, repeated or a win), or None when the
+        question goes to the oracle."""
+        cfg = self.reward
+        problem = question_problem(question)
+        if problem is not None:
+            return Turn(question, "invalid", cfg.invalid, detail=problem)
+        if repeat_key(question) in self._answered:
+            return Turn(question, "repeated", cfg.repeated)
+        if names_secret(question, self.secret):
+            return Turn(question, "win", 0.0)
+        return None
 
     def is_terminal(self) -> bool:
         return self.current_player == TERMINAL
@@ -343,9 +344,7 @@ class TwentyQuestions(TextGame):
         queries = []
         for state, text in moves:
             question = self.parse(state, text)
-            if state.is_terminal() or question_problem(question) is not None or names_secret(question, state.secret):
-                continue
-            if repeat_key(question) not in state.answered_keys:
+            if not state.is_terminal() and state.rule_verdict(question) is None:
                 queries.append((state.secret, state.answered_questions, question))
         prefetch(queries)
 
