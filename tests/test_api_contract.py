@@ -104,6 +104,37 @@ def test_random_play_is_legal_and_zero_sum(env_id):
             assert sum(env.returns) == 0
 
 
+def test_per_state_random_play_depends_on_the_position_but_favours_no_action():
+    """random#per_state=true: fixed arbitrary preferences per observation (what a warm start must read
+    the card to imitate), legal, seeded, and uniform on average over positions."""
+    from collections import Counter
+
+    from spiral_arena.agents import make_agent, options_problem
+
+    legal = {"legal_actions": ["[check]", "[bet]"]}
+
+    def bet_share(agent, observation, n=2000):
+        return Counter(agent.act(observation, legal) for _ in range(n))["[bet]"] / n
+
+    agent = make_agent("random#per_state=true", seed=0)
+    shares = [bet_share(agent, f"Your card: {card}. Round {r}.") for card in "JQK" for r in range(40)]
+    assert max(shares) - min(shares) > 0.5  # the position matters ...
+    assert np.mean(shares) == pytest.approx(0.5, abs=0.08)  # ... but no action is favoured overall
+    again = make_agent("random#per_state=true", seed=0)
+    assert bet_share(again, "Your card: J. Round 0.") == shares[0]  # the same seed, the same play
+    uniform = RandomAgent(seed=0)
+    assert all(abs(bet_share(uniform, f"Your card: {c}.") - 0.5) < 0.05 for c in "JQK")
+    env = spiral_arena.make("TicTacToe-v0")
+    players = [make_agent("random#per_state=true", seed=s) for s in (1, 2)]
+    for seed in range(20):
+        env.reset(seed=seed)
+        for name in env.agent_iter():
+            obs, _, term, trunc, info = env.last()
+            assert "invalid_move" not in info
+            env.step(None if term or trunc else players[env.possible_agents.index(name)].act(obs, info))
+    assert "per_state must be true or false" in options_problem("random#per_state=3", {"per_state": 3})
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_same_seed_same_actions_same_transcript(env_id):
     def transcript(seed):

@@ -9,10 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainers.config import TrainConfig, add_arguments, from_arguments  # noqa: E402
+from trainers.config import ConfigError, TrainConfig, add_arguments, from_arguments  # noqa: E402
 from trainers.engines import Completion  # noqa: E402
 from trainers.losses import aggregate, kl_to_reference, policy_loss  # noqa: E402
-from trainers.rae import RAE  # noqa: E402
+from trainers.rae import RAE, state_advantages  # noqa: E402
 from trainers.rollout import GameSpec, Policy, collect, parse_mixture  # noqa: E402
 
 
@@ -39,6 +39,29 @@ def test_rae_converges_to_mean_return():
         rae.advantage("g", 0, 0.4)
     assert rae.baselines["g/0"] == pytest.approx(0.4, abs=1e-6)
     assert rae.advantage("g", 0, 0.4) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_state_baseline_is_the_mean_of_the_other_samples_at_the_same_position():
+    # Kuhn opening with the king four times (bet, bet, check, check) and the jack twice; one lone queen
+    keys = [("Kuhn", 0, "K")] * 4 + [("Kuhn", 0, "J")] * 2 + [("Kuhn", 1, "K"), ("Kuhn", 0, "Q")]
+    returns = [2.0, 1.0, 1.0, 0.0, -1.0, -2.0, 1.0, 1.0]
+    # K: others' means (2/3, 1, 1, 4/3); J: (-2, -1); seat 1's K and the Q are alone -> None (RAE's)
+    expected = [2 - 2 / 3, 1 - 1, 1 - 1, 0 - 4 / 3, -1 + 2, -2 + 1, None, None]
+    got = state_advantages(keys, returns, min_others=1)
+    assert got[6] is None and got[7] is None
+    assert got[:6] == pytest.approx(expected[:6])
+    # the card's value is gone: the K and J advantages each sum to zero (before, K was all positive)
+    assert sum(got[:4]) == pytest.approx(0.0) and sum(got[4:6]) == pytest.approx(0.0)
+    # a position needs min_others *other* samples: K has 3, J only 1
+    need3 = state_advantages(keys, returns, min_others=3)
+    assert need3[:4] == pytest.approx(expected[:4]) and need3[4:] == [None] * 4
+
+
+def test_state_baseline_is_refused_outside_two_player_self_play():
+    with pytest.raises(ConfigError, match="state_baseline"):
+        TrainConfig.build({"algo": "starpo", "state_baseline": 4})
+    with pytest.raises(ConfigError, match="state_baseline"):
+        TrainConfig.build({"state_baseline": -1})
 
 
 def test_rae_rejects_bad_decay():

@@ -77,6 +77,15 @@ class TrainConfig:
     weights are dropped when you give a different number of games."""
     opponent: str = "self"
     """"self" (one policy plays both seats) or an agent spec: random, expert, gemini:..., hf:PATH."""
+    opponent_pool: int = 0
+    """Population self-play: keep the last K frozen snapshots of the policy (the warm start, then one every
+    pool_every steps; on CPU) and seat one in the other chair of a game with probability pool_prob; the
+    learner trains only on its own seat there. 0 = off (plain self-play). A resumed run restarts its pool
+    from the resumed policy."""
+    pool_prob: float = 0.5
+    """Population self-play: the probability that a new game is played against a snapshot."""
+    pool_every: int = 10
+    """Population self-play: steps between snapshots."""
     prompt_template: str = "spiral"
     """"spiral": framing + observation + boxed-answer instruction; "bare": the observation alone."""
     thinking: bool = True
@@ -127,6 +136,10 @@ class TrainConfig:
     """Role-conditioned advantage: R - EMA baseline per (game, role). False = plain REINFORCE on R."""
     rae_decay: float = 0.95
     """EMA decay of the RAE baselines: baseline <- decay * baseline + (1 - decay) * return."""
+    state_baseline: int = 0
+    """On top of RAE: a turn whose observation at least this many other turns of the step (same game
+    and seat) also answered gets its return minus their mean return instead (a per-position baseline,
+    so e.g. Kuhn's card no longer rides in the advantage as noise); rarer positions keep RAE's. 0 = off."""
 
     # --- learner -----------------------------------------------------------------------
     steps: int = 400
@@ -292,6 +305,11 @@ class TrainConfig:
                 found.append(("output_dir", f"{self.output_dir} exists and is not a directory"))
         if not bad & {"algo", "games", "opponent"} and self.algo != "rae":
             found += [("algo", problem) for problem in _algo_problems(self.algo, self.games, self.opponent)]
+        if not bad & {"algo", "opponent", "opponent_pool"} and self.opponent_pool:
+            if self.algo != "rae" or self.opponent != "self":
+                found.append(("opponent_pool", "is for two-player self-play (algo rae, opponent self)"))
+        if not bad & {"algo", "state_baseline"} and self.algo != "rae" and self.state_baseline:
+            found.append(("state_baseline", f"is for algo rae (two-player self-play); {self.algo} compares groups"))
         if not bad & {"algo", "groups_per_step", "rollout_shards"} and self.algo != "rae":
             if self.groups_per_step % self.rollout_shards:
                 found.append(("groups_per_step", f"must be a multiple of rollout_shards ({self.rollout_shards})"))
@@ -390,6 +408,10 @@ RANGES: dict[str, Range] = {
     "top_p": Range(0, 1, open_low=True),
     "max_game_actions": _AT_LEAST_1,
     "rae_decay": _FRACTION,
+    "state_baseline": _NON_NEGATIVE,
+    "opponent_pool": _NON_NEGATIVE,
+    "pool_prob": Range(0, 1),
+    "pool_every": _AT_LEAST_1,
     "steps": _AT_LEAST_1,
     "clip": _POSITIVE,
     "clip_high": _NON_NEGATIVE,

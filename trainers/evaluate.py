@@ -193,9 +193,9 @@ def kuhn_metrics(model, policy: Policy, obs_format: str = "", temperature: float
 
 # The tiny recipe's targets, as the README states them: (metric, at most or at least, threshold, name).
 TARGETS = (
-    ("kuhn_exploitability", "max", 0.25, "Kuhn single-hand exploitability <= 0.25"),
-    ("tictactoe_vs_random", "min", 0.80, "TicTacToe win-or-draw vs random >= 0.80"),
-    ("invalid", "max", 0.02, "invalid answers <= 2%"),
+    ("kuhn_exploitability", "max", 0.20, "Kuhn single-hand exploitability <= 0.20"),
+    ("tictactoe_vs_random", "min", 0.85, "TicTacToe win-or-draw vs random >= 0.85"),
+    ("invalid", "max", 0.01, "invalid answers <= 1%"),
 )
 
 

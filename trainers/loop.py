@@ -1,8 +1,10 @@
 """``train(config)``: self-play RL with role-conditioned advantages, readable top to bottom.
 
 One policy step:
-1. rollouts: play games (self-play, or against a fixed opponent) until enough turns are done;
-2. advantages: each trained player's return minus its (game, role) EMA baseline (RAE);
+1. rollouts: play games (self-play, against a fixed opponent, or some against frozen snapshots of
+   the policy) until enough turns are done;
+2. advantages: each trained player's return minus its (game, role) EMA baseline (RAE), or
+   optionally minus the mean return of the step's other turns at the same position;
 3. learner: recompute old log-probs, then PPO-clip or REINFORCE epochs (+ optional KL anchor);
 4. the engine gets the new weights; every K steps, evaluation and a checkpoint.
 """
@@ -36,7 +38,8 @@ from trainers.distributed import Distributed, gather_states, is_sharded, optimiz
 from trainers.evaluate import eval_games, eval_line, final_summary, kuhn_metrics, play_against
 from trainers.logprobs import pack, response_logprobs
 from trainers.losses import kl_to_reference, policy_loss
-from trainers.rae import RAE
+from trainers.pool import OpponentPool
+from trainers.rae import RAE, state_advantages
 from trainers.rollout import EnvPool, GameResult, Policy, Turn, collect, parse_mixture, response_action
 from trainers.sft import play_transcripts, sft
 from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages
@@ -123,6 +126,10 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     # The engine was built from the weights on disk; the first rollout must sample from the
     # policy the learner trains (after the warm start), or step 1 is silently off-policy.
     engine.load_weights(model)
+    pool = None  # population play: frozen snapshots for the other seat (taken before any sharding)
+    if config.opponent_pool:
+        sampling = {"max_new_tokens": config.max_new_tokens, "temperature": config.temperature, "top_p": config.top_p}
+        pool = OpponentPool(model, policy, config.opponent_pool, config.pool_prob, sampling, config.seed)
     if config.fsdp:  # from here on each rank holds a shard; the engine keeps its own full copy
         shard(model, device, config.bf16)
 
@@ -139,6 +146,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
 
     if previous is not None and ddp.main:
         print(f"resumed {run_dir} at step {start} of {config.steps} (from {previous.name})")
+    if pool is not None:
+        pool.add(model, start)  # the warm start (or the resumed policy) is the first snapshot
 
     started = time.monotonic()
     bar = progress_bar(config, start, progress and ddp.main)
@@ -170,6 +179,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     pool=envs,
                     games=group_games,
                     group_size=config.group_size if grouped else 1,
+                    snapshots=pool,
                     **generation,
                 )
                 for s in shards
@@ -197,6 +207,14 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     for turn in game.turns:
                         if turn.role == seat:
                             turn.advantage = adv
+            if config.state_baseline:  # positions seen often this step: return minus their mean return
+                mine_turns = [(t, g.shaped[t.role]) for g in results for t in g.turns if t.role in g.policy_seats]
+                keys = [(t.game, t.role, t.prompt) for t, _ in mine_turns]
+                by_state = state_advantages(keys, [r for _, r in mine_turns], config.state_baseline)
+                for (turn, _), adv in zip(mine_turns, by_state, strict=True):
+                    if adv is not None:
+                        turn.advantage = adv
+                group_stats["state_baseline/share"] = sum(a is not None for a in by_state) / max(1, len(by_state))
         advantage_s = time.monotonic() - t0
         turns = [t for g in results for t in g.turns]
         trained = [t for g in own for t in g.turns if t.advantage != 0.0]  # zero advantage: no gradient
@@ -214,6 +232,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
             scheduler.step()
         engine.load_weights(model)
+        if pool is not None and step % config.pool_every == 0:
+            pool.add(model, step)
         update_s = time.monotonic() - t0
 
         # 4. metrics, evaluation, checkpoint ----------------------------------------------------
@@ -231,6 +251,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             **rollout_metrics(results, turns, rollout_s),
             **{f"rae/{k}": v for k, v in rae.baselines.items()},
         }
+        if pool is not None:
+            metrics["pool/snapshots"] = len(pool.snapshots)
+            metrics["pool/games_share"] = sum(g.snapshot_step is not None for g in results) / max(1, len(results))
         out_of_time = config.time_limit_s > 0 and metrics["time_s"] >= config.time_limit_s
         out_of_time = bool(ddp.sum([float(out_of_time)])[0])  # all ranks stop at the same step
         last = step == config.steps or out_of_time

@@ -3,9 +3,14 @@
 SPIRAL's rule, exactly: the baseline starts at 0, is read *before* it is updated with the
 game's return, and the advantage is the return minus that old value. Self-play games are not
 symmetric (first movers win more), so one baseline per seat keeps each seat's signal centred.
+``state_advantages`` is an optional refinement on top (``--state-baseline``): a per-observation
+baseline from the step's own samples, for positions that recur often enough.
 """
 
 from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Hashable
 
 
 class RAE:
@@ -32,3 +37,19 @@ class RAE:
     def load_state_dict(self, state: dict) -> None:
         self.decay = state["decay"]
         self.baselines = dict(state["baselines"])
+
+
+def state_advantages(keys: list[Hashable], returns: list[float], min_others: int) -> list[float | None]:
+    """Each sample's return minus the mean return of the *other* samples with the same key (game,
+    seat, observation), or None where fewer than ``min_others`` others share it (the caller keeps
+    RAE's advantage there). Leaving the sample itself out keeps the baseline independent of its own
+    action, so the estimate stays unbiased."""
+    sums: dict[Hashable, float] = defaultdict(float)
+    for key, ret in zip(keys, returns, strict=True):
+        sums[key] += ret
+    counts = Counter(keys)
+    need = max(1, min_others)
+    return [
+        ret - (sums[key] - ret) / (counts[key] - 1) if counts[key] - 1 >= need else None
+        for key, ret in zip(keys, returns, strict=True)
+    ]

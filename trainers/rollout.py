@@ -53,6 +53,7 @@ class GameResult:
     final_observation: str = ""  # what the player saw after its last turn (the last belief is read there)
     secret: str | None = None
     won: bool = False  # the game's own verdict (outcome winner), whatever the reward
+    snapshot_step: int | None = None  # population play: the step of the frozen policy in the other seat
 
 
 @dataclass
@@ -154,6 +155,7 @@ class _Slot:
     spec: GameSpec
     policy_seats: tuple[int, ...]
     seed: int
+    opponent: Any = None  # what holds the other seats (an agent or a frozen snapshot); None = self-play
     turns: list[Turn] = field(default_factory=list)
     penalties: list[float] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
@@ -180,6 +182,7 @@ def collect(
     pool: EnvPool | None = None,
     group_size: int = 1,
     group_seeds: list[int] | None = None,
+    snapshots: Any = None,
 ) -> list[GameResult]:
     """Play games until finished games hold at least ``min_samples`` policy turns.
 
@@ -190,6 +193,8 @@ def collect(
     group training). ``group_size`` G > 1 launches games in runs of G with one reset seed (one
     game, one secret), so each group differs from its siblings only in what the policy samples;
     ``group_seeds`` gives those reset seeds instead of drawing them (evaluation on chosen secrets).
+    ``snapshots`` (population play, an ``OpponentPool``): in self-play, each new game's other seat
+    may go to a frozen snapshot it draws; the policy then holds one seat, as against ``opponent``.
     """
     results: list[GameResult] = []
     slots: list[_Slot] = []
@@ -211,8 +216,9 @@ def collect(
         env = pool.take(spec, obs_format)
         env.reset(seed=seed)
         n = len(env.possible_agents)
-        seats = tuple(range(n)) if opponent is None else (games_started % n,)
-        slots.append(_Slot(env, spec, seats, seed))
+        against = opponent if opponent is not None or snapshots is None or n == 1 else snapshots.draw(rng)
+        seats = tuple(range(n)) if against is None else (games_started % n,)
+        slots.append(_Slot(env, spec, seats, seed, against))
         games_started += 1
 
     while True:
@@ -225,14 +231,16 @@ def collect(
             launch()
         if not slots:
             break
-        # 1. fixed-opponent seats answer first, as one batch
-        if opponent is not None:
-            waiting = [s for s in slots if not _done(s) and _seat(s) not in s.policy_seats]
-            if waiting:
-                obs = [s.env.observe(s.env.agent_selection) for s in waiting]
-                infos = [s.env.infos[s.env.agent_selection] for s in waiting]
-                for slot, answer in zip(waiting, opponent.act_batch(obs, infos), strict=True):
-                    _step(slot, answer)
+        # 1. opponents' seats answer first, one batch per opponent (a fixed agent, or each snapshot)
+        waiting: dict[int, list[_Slot]] = {}
+        for slot in slots:
+            if slot.opponent is not None and not _done(slot) and _seat(slot) not in slot.policy_seats:
+                waiting.setdefault(id(slot.opponent), []).append(slot)
+        for group in waiting.values():
+            obs = [s.env.observe(s.env.agent_selection) for s in group]
+            infos = [s.env.infos[s.env.agent_selection] for s in group]
+            for slot, answer in zip(group, group[0].opponent.act_batch(obs, infos), strict=True):
+                _step(slot, answer)
         # 2. every decision waiting on the policy: one generation call, results matched by index
         pending = [s for s in slots if not _done(s) and _seat(s) in s.policy_seats]
         if pending:
@@ -259,7 +267,7 @@ def collect(
                     )
                 )
                 _step(slot, text)
-                if len(slot.policy_seats) == 1 and opponent is None:  # a single player: group training reads it
+                if len(slot.policy_seats) == 1 and slot.opponent is None:  # a single player: group training reads it
                     last_turn = _last_turn(slot)
                     slot.penalties.append(_turn_penalty(slot, last_turn))
                     slot.verdicts.append(str(last_turn.get("verdict", "")))
@@ -349,6 +357,7 @@ def _finish(slot: _Slot, invalid_penalty: float, invalid_opponent_reward: float,
         final_observation=env.observe(env.possible_agents[0]) if solo else "",
         secret=getattr(env.state_, "secret", None) if solo else None,
         won=solo and not truncated and env.infos[env.possible_agents[0]].get("outcome", {}).get("winner") is not None,
+        snapshot_step=getattr(slot.opponent, "snapshot_step", None),
     )
 
 
