@@ -4,14 +4,19 @@ Without a subcommand it plays the default round robin (built-in agents and the l
 every run under ./runs, on the three training games) and prints the table. ``--reasoning DIR`` adds the
 ``spiral-arena eval`` average of each ``hf:`` entrant that has a run there (see ``leaderboard.reasoning``);
 it is checked before any game is played. Single-player games (Twenty Questions) in ``--games`` are played
-by every agent alone on the same seeds and get a success-rate table instead of ratings.
+by every agent alone on the same seeds and get a success-rate table instead of ratings. ``--weighting``,
+``--min-games`` and ``--max-interval`` (``run`` and ``show``) set how the overall fit weighs game ids and
+when a rating is provisional; their defaults live in ``leaderboard.standings``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DEFAULT_DB = "leaderboard.sqlite"
 DEFAULT_GAMES_PER_PAIR = 20
@@ -23,6 +28,34 @@ REASONING_HELP = (
 
 def _csv(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _add_rating_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that decide how standings are fitted and judged, the same for ``run`` and ``show``."""
+    from leaderboard.standings import DEFAULT_WEIGHTING, MAX_INTERVAL, MIN_GAMES, WEIGHTINGS
+
+    parser.add_argument(
+        "--weighting",
+        default=DEFAULT_WEIGHTING,
+        metavar="|".join(WEIGHTINGS),
+        help="how the overall table weighs game ids: games = every game counts once, the plain fit to all "
+        "games played, whose intervals are their sampling error (the default, so the intervals keep that "
+        "meaning); equal = every game id weighs the same whatever its number of games, so one heavily "
+        "played game cannot settle the overall order (wider intervals). Per-game tables are unaffected "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--min-games",
+        default=MIN_GAMES,
+        metavar="N",
+        help="a rating from fewer than N games in its table is marked provisional (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-interval",
+        default=MAX_INTERVAL,
+        metavar="ELO",
+        help="a rating whose 95%% interval is wider than ELO points is marked provisional (default: %(default).0f)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--runs", default="runs", help="where to look for checkpoints without --agents (default: runs)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--reasoning", type=Path, metavar="DIR", help=REASONING_HELP)
+    _add_rating_arguments(run)
 
     show = sub.add_parser("show", help="ratings, success rates and tables from a results database")
     show.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
@@ -81,6 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--csv", type=Path, help="write the standings as CSV here")
     show.add_argument("--json", type=Path, help="write the standings and head-to-head records as JSON here")
     show.add_argument("--reasoning", type=Path, metavar="DIR", help=REASONING_HELP)
+    _add_rating_arguments(show)
 
 
 def _show(standings, args: argparse.Namespace) -> None:
@@ -107,6 +142,33 @@ def _concurrency(text: str | None) -> int | None:
     return value
 
 
+def _parsed(text: Any, kind: Callable[[str], Any]) -> Any:
+    """``kind(text)``, or None when ``text`` does not read as one."""
+    try:
+        return kind(str(text))
+    except ValueError:
+        return None
+
+
+def _rating_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--weighting``, ``--min-games`` and ``--max-interval`` as ``compute`` keywords, or one ValueError
+    naming every bad value and what is valid, raised before any game is played."""
+    from leaderboard.standings import WEIGHTINGS
+
+    problems = []
+    if args.weighting not in WEIGHTINGS:
+        problems.append(f"--weighting: must be {' or '.join(WEIGHTINGS)}, got {args.weighting!r}")
+    min_games = _parsed(args.min_games, int)
+    if min_games is None or min_games < 0:
+        problems.append(f"--min-games: must be a whole number of games >= 0, got {args.min_games!r}")
+    max_interval = _parsed(args.max_interval, float)
+    if max_interval is None or not 0 < max_interval < math.inf:
+        problems.append(f"--max-interval: must be a finite number of Elo points > 0, got {args.max_interval!r}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return {"weighting": args.weighting, "min_games": min_games, "max_interval": max_interval}
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard import store
     from leaderboard.entrants import default_entrants, parse_entrants
@@ -116,6 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from spiral_arena.agents import options_problem, spec_problem
 
     concurrency = _concurrency(args.concurrency)
+    rating_options = _rating_options(args)
     entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
     problems = [
         p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
@@ -147,7 +210,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     conn = store.connect(args.db)
     try:
         labels = [e.label for e in entrants]
-        standings = compute(store.load_games(conn, games, labels), store.load_agents(conn))
+        standings = compute(store.load_games(conn, games, labels), store.load_agents(conn), **rating_options)
     finally:
         conn.close()
     standings.reasoning = reasoning
@@ -184,6 +247,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     problems = _output_problems(args)
     if problems:
         raise ValueError("; ".join(problems))
+    rating_options = _rating_options(args)
 
     conn = store.open_readonly(args.db)  # showing never creates, migrates or writes the file
     try:
@@ -193,7 +257,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             stored = [r[0] for r in conn.execute("SELECT DISTINCT env_id FROM games ORDER BY env_id")]
             raise ValueError(f"no games of {args.game} in {args.db}; stored games: {', '.join(stored) or 'none'}")
         agents = store.load_agents(conn)
-        standings = compute(games, agents)
+        standings = compute(games, agents, **rating_options)
     finally:
         conn.close()
     if args.reasoning is not None:

@@ -3,6 +3,11 @@
 The HTML page has no external assets: CSS and the sorting script are inline and the plot is embedded
 as a base64 PNG, so the file can be mailed or archived as it is. Single-player scopes have their own
 columns (success rate with its interval, turns) in every output, and no head to head.
+
+Every output says what the ratings can be trusted for: each rated table names its scale (the anchor
+agent, or the mean, at 1000), a provisional rating carries ``PROVISIONAL_MARK`` (a hollow marker in the
+plot, ``provisional`` in CSV and JSON) with a legend giving the rule, and the anchor's interval reads
+"anchor" rather than a zero-width interval.
 """
 
 from __future__ import annotations
@@ -44,13 +49,19 @@ CSV_COLUMNS = (
     "scope", "rank", "agent", "rating", "ci_low", "ci_high", "games", "wins", "draws", "losses", "score",
     "mean_payoff", "payoff_unit", "invalid_rate", "errors", "exploitability",
     "successes", "success_rate", "success_ci_low", "success_ci_high", "mean_turns",
-    "reasoning", "reasoning_ci_low", "reasoning_ci_high",
+    "reasoning", "reasoning_ci_low", "reasoning_ci_high", "provisional", "anchor",
 )  # fmt: skip
 SUCCESS_HEADER = f"Success [{CONFIDENCE:.0%} CI]"
 SUCCESS_INTERVAL = f"{CONFIDENCE:.0%} Wilson score interval"
 PIPED_WIDTH = 200
 ZERO = 1e-12  # smaller magnitudes are float noise around an exact 0 (the Nash expert's exploitability)
 NAME_WIDTH, NAME_LINES = 30, 3  # an agent name in the PNG: characters per line, lines at most
+PROVISIONAL_MARK = "*"
+ANCHOR_TEXT = "anchor"  # the anchor's interval cell: its rating is fixed, not estimated
+WEIGHTING_TEXT = {  # what each ``--weighting`` means, in the overall table's scale line
+    "games": "every game counts once",
+    "equal": "every game id weighs the same, however many games it has",
+}
 
 
 def clean(value: float) -> float:
@@ -70,8 +81,37 @@ def _pct(value: float | None) -> str:
     return "" if value is None else _num(100 * value, ".1f") + "%"
 
 
+def _rating_text(row: AgentStanding) -> str:
+    return _num(row.rating, ".0f") + (PROVISIONAL_MARK if row.provisional else "")
+
+
 def _interval(row: AgentStanding) -> str:
+    if row.anchor:
+        return ANCHOR_TEXT
     return "" if row.low is None else f"{_num(row.low, '.0f')}-{_num(row.high, '.0f')}"
+
+
+def scale_note(scope: Scope) -> str:
+    """The fixed point of the scope's ratings, and for overall how its game ids were weighted."""
+    if scope.anchor is None:
+        note = f"scale: {scope.scale} (no plain random agent to anchor on)"
+    else:
+        note = f"scale: {scope.scale} (the anchor; intervals are for differences from it)"
+    if scope.weighting is not None:
+        note += f"; weighting: {scope.weighting} ({WEIGHTING_TEXT[scope.weighting]})"
+    return note
+
+
+def provisional_legend(standings: Standings) -> str:
+    """The rule behind ``PROVISIONAL_MARK``, with the thresholds this standings used."""
+    return (
+        f"{PROVISIONAL_MARK} provisional: fewer than {standings.min_games} games in that table, or a "
+        f"{CONFIDENCE:.0%} interval wider than {_num(standings.max_interval, 'g')} Elo points"
+    )
+
+
+def _has_provisional(standings: Standings) -> bool:
+    return any(isinstance(r, AgentStanding) and r.provisional for scope in standings.scopes for r in scope.agents)
 
 
 def _success_text(row: SoloStanding) -> str:
@@ -180,7 +220,7 @@ def _columns(scope: Scope | SoloScope, reasoning: ReasoningColumn | None = None)
     cols = [
         Column("#", "num", lambda k, r: k, lambda k, r: str(k)),
         Column("Agent", "text", lambda k, r: r.label, lambda k, r: r.label),
-        Column("Rating", "num", lambda k, r: r.rating, lambda k, r: _num(r.rating, ".0f")),
+        Column("Rating", "num", lambda k, r: r.rating, lambda k, r: _rating_text(r)),
         Column("95% CI", "num", lambda k, r: r.low, lambda k, r: _interval(r)),
         Column("Games", "num", lambda k, r: r.games, lambda k, r: str(r.games)),
         Column("W-D-L", "num", lambda k, r: r.wins, lambda k, r: f"{r.wins}-{r.draws}-{r.losses}"),
@@ -216,6 +256,10 @@ def print_tables(standings: Standings, console: Console | None = None) -> None:
         for k, row in enumerate(scope.agents, 1):
             table.add_row(*(column.text(k, row) for column in columns))
         console.print(table)
+        if isinstance(scope, Scope):  # a line of its own: a caption would wrap at the table's width
+            console.print(scale_note(scope), markup=False, highlight=False)
+    if _has_provisional(standings):
+        console.print(provisional_legend(standings), markup=False, highlight=False)
     if standings.reasoning is not None:
         for line in (standings.reasoning.legend, *standings.reasoning.notes):
             console.print(line, markup=False, highlight=False)
@@ -271,6 +315,8 @@ def _record(scope: Scope | SoloScope, rank: int, row: Row, reasoning: ReasoningC
             mean_payoff=row.mean_payoff,
             payoff_unit=scope.payoff_unit,
             exploitability=row.exploitability,
+            provisional=row.provisional,
+            anchor=row.anchor,
         )
     return {k: clean(v) if isinstance(v, float) else v for k, v in record.items()}
 
@@ -299,7 +345,7 @@ def _scope_json(scope: Scope | SoloScope, reasoning: ReasoningColumn | None) -> 
     if isinstance(scope, SoloScope):
         payload["success_interval"] = SUCCESS_INTERVAL
         return payload
-    payload["payoff_unit"] = scope.payoff_unit
+    payload.update(scale=scope.scale, anchor=scope.anchor, weighting=scope.weighting, payoff_unit=scope.payoff_unit)
     payload["head_to_head"] = {
         row: {
             col: {"wins": cell.wins, "draws": cell.draws, "losses": cell.losses, "mean_payoff": cell.mean_payoff}
@@ -315,6 +361,11 @@ def to_json(standings: Standings) -> dict[str, Any]:
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "bootstrap_resamples": standings.resamples,
         "bootstrap_seed": standings.seed,
+        "provisional_rule": {
+            "min_games": standings.min_games,
+            "max_interval": standings.max_interval,
+            "legend": provisional_legend(standings),
+        },
         "scopes": [_scope_json(scope, standings.reasoning) for scope in standings.scopes],
         "errors": [
             {"env_id": g.env_id, "player0": g.player0, "player1": g.player1, "seed": g.seed, "error": g.error}
@@ -336,11 +387,12 @@ def _plot_intervals(
     first: int,
 ) -> None:
     """A marker with its interval, ``point(row)`` = (value, low, high), for every agent of every scope; the
-    scopes of one row side by side, coloured from ``C{first}`` on so that each scope has its own colour."""
+    scopes of one row side by side, coloured from ``C{first}`` on so that each scope has its own colour.
+    A provisional rating's marker is hollow."""
     count = len(scopes)
     for s, scope in enumerate(scopes):
         by_label = {r.label: r for r in scope.agents}
-        ys, xs, lows, highs = [], [], [], []
+        ys, xs, lows, highs, hollow = [], [], [], [], []
         for y, label in enumerate(labels):
             found = point(by_label[label]) if label in by_label else None
             if found is not None:
@@ -349,7 +401,12 @@ def _plot_intervals(
                 xs.append(value)
                 lows.append(value - low)
                 highs.append(high - value)
-        ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", capsize=3, label=scope.name, color=f"C{first + s}")
+                hollow.append(isinstance(by_label[label], AgentStanding) and by_label[label].provisional)
+        colour = f"C{first + s}"
+        ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", capsize=3, label=scope.name, color=colour)
+        provisional = [(x, y) for x, y, h in zip(xs, ys, hollow, strict=True) if h]
+        if provisional:
+            ax.scatter(*zip(*provisional, strict=True), facecolor="white", edgecolor=colour, zorder=3)
 
 
 def png_figure(standings: Standings) -> Figure:
@@ -398,7 +455,7 @@ def png_figure(standings: Standings) -> Figure:
         fig.colorbar(image, ax=heat_ax, label="row's score against column (%)", shrink=0.9)
         _plot_intervals(ratings_ax, rated, labels, lambda r: None if r.rating is None else (r.rating, r.low, r.high), 0)
         ratings_ax.set_title("Rating", fontsize="medium")
-        ratings_ax.set_xlabel("Bradley-Terry rating (Elo scale)\n95% bootstrap interval")
+        ratings_ax.set_xlabel("Bradley-Terry rating (Elo scale)\n95% bootstrap interval; hollow: provisional")
         ratings_ax.grid(axis="x", alpha=0.3)
     if solo:
         success_ax = axes["success"]
@@ -558,9 +615,10 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
             if isinstance(scope, SoloScope)
             else f'<h3>Head to head</h3><div class="wide">{_matrix_table(scope, keys)}</div>'
         )
+        scale = "" if isinstance(scope, SoloScope) else f'<p class="note scale">{html.escape(scale_note(scope))}</p>'
         sections.append(
             f'<section id="scope-{_slug(scope.name)}"><h2>{html.escape(_title(scope))}</h2>'
-            f'<div class="wide">{_standings_table(scope, standings.reasoning)}</div>{matrix}</section>'
+            f'<div class="wide">{_standings_table(scope, standings.reasoning)}</div>{scale}{matrix}</section>'
         )
     errors = ""
     if standings.errors:
@@ -573,12 +631,15 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
     if standings.reasoning is not None:
         lines = (standings.reasoning.legend, *standings.reasoning.notes)
         reasoning = "".join(f'<p class="note reasoning">{html.escape(line)}</p>' for line in lines)
+    legend = ""
+    if _has_provisional(standings):
+        legend = f'<p class="note provisional">{html.escape(provisional_legend(standings))}</p>'
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_CSS}</style></head>
 <body><h1>{html.escape(title)}</h1>
 <p class="note">Generated {stamp}. {_method_note(standings)} Click a column header to sort.</p>
-{reasoning}<img alt="Ratings, success rates and head-to-head scores" src="data:image/png;base64,{picture}">
+{legend}{reasoning}<img alt="Ratings, success rates and head-to-head scores" src="data:image/png;base64,{picture}">
 {"".join(sections)}{errors}
 <script>{_JS}</script></body></html>
 """

@@ -9,6 +9,11 @@ but at most -1.
 
 Single-player games (Twenty Questions) have no opponent to rate against: each gets a ``SoloScope``
 that ranks agents by success rate, with a Wilson score interval, and never enters the ratings.
+
+Ratings people can trust: a scope with the plain ``random`` agent is anchored on it (random = 1000,
+comparable from one leaderboard to the next), else the rated agents' mean is 1000; a rating from fewer
+than ``MIN_GAMES`` games or with an interval wider than ``MAX_INTERVAL`` is provisional. The overall fit
+counts every game once (``games``) or gives every game id the same total weight (``equal``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from leaderboard.ratings import DEFAULT_RESAMPLES, rate
+from leaderboard.ratings import DEFAULT_RESAMPLES, ELO_CENTRE, equal_group_weights, rate
 from leaderboard.reasoning import ReasoningColumn
 from leaderboard.store import NO_PLAYER, AgentRecord, StoredGame
 from spiral_arena.registry import REGISTRY
@@ -30,6 +35,11 @@ from spiral_arena.registry import REGISTRY
 OVERALL = "overall"
 KUHN_GAME = "KuhnPoker"
 CONFIDENCE = 0.95
+ANCHOR = "random"  # the entrant spec rated ELO_CENTRE in every scope it plays in (without options)
+MIN_GAMES = 100  # fewer games in a scope make an agent's rating there provisional
+MAX_INTERVAL = 200.0  # so does a wider interval, in Elo points (about +-100 around the rating)
+WEIGHTINGS = ("games", "equal")  # the overall fit: every game once, or every game id with the same weight
+DEFAULT_WEIGHTING = "games"  # keeps one game = one observation, so the intervals mean what they say
 
 
 @dataclass
@@ -46,6 +56,8 @@ class AgentStanding:
     invalid_rate: float | None
     errors: int  # games this agent broke off with an error (not counted anywhere else)
     exploitability: float | None = None
+    provisional: bool = False  # rated from too few games or with too wide an interval (never when unrated)
+    anchor: bool = False  # the agent that fixes the scale: rated ELO_CENTRE by definition, with no interval
 
     @property
     def score(self) -> float | None:
@@ -92,6 +104,13 @@ class Scope:
     head_to_head: dict[str, dict[str, HeadToHead]]  # row agent -> column agent -> row's record
     games: int
     errors: int
+    anchor: str | None = None  # the label rated ELO_CENTRE, or None when the mean of the ratings is
+    weighting: str | None = None  # how game ids were weighted in the fit (overall only)
+
+    @property
+    def scale(self) -> str:
+        """Which fixed point the ratings are measured from, e.g. "random = 1000"."""
+        return f"{self.anchor or 'mean'} = {ELO_CENTRE:.0f}"
 
 
 @dataclass
@@ -131,6 +150,9 @@ class Standings:
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
     reasoning: ReasoningColumn | None = None  # set by ``--reasoning``; the same per agent in every scope
+    min_games: int = MIN_GAMES
+    max_interval: float = MAX_INTERVAL
+    weighting: str = DEFAULT_WEIGHTING
 
 
 def _points(game: StoredGame) -> float:
@@ -163,6 +185,7 @@ def _scope(
     agents: dict[str, AgentRecord],
     resamples: int,
     seed: int,
+    weighting: str,
 ) -> Scope:
     labels = sorted({g.player0 for g in games} | {g.player1 for g in games})
     valid = [g for g in games if g.error is None]
@@ -183,17 +206,22 @@ def _scope(
 
     # Only agents with a finished game are rated: one that only ever failed has no strength to estimate.
     index = {label: k for k, label in enumerate(label for label in labels if total[label].games)}
+    anchor = _anchor(index, agents)
+    weighting = weighting if name == OVERALL else None
     ratings = None
     if valid:
+        groups = [env_order[g.env_id] for g in valid]
         ratings = rate(
             len(index),
             [index[g.player0] for g in valid],
             [index[g.player1] for g in valid],
             [_points(g) for g in valid],
             [g.seed for g in valid],
-            [env_order[g.env_id] for g in valid],
+            groups,
             resamples=resamples,
             seed=seed,
+            anchor=None if anchor is None else index[anchor],
+            group_weights=equal_group_weights(groups) if weighting == "equal" else None,
         )
     kuhn = name != OVERALL and _is_kuhn(name)
     rows = []
@@ -214,6 +242,7 @@ def _scope(
                 invalid_rate=invalid[label] / played if played else None,
                 errors=errors[label],
                 exploitability=agents[label].kuhn_exploitability if kuhn and label in agents else None,
+                anchor=label == anchor,
             )
         )
     if chips:
@@ -228,7 +257,24 @@ def _scope(
         head_to_head=head,
         games=len(valid),
         errors=len(games) - len(valid),
+        anchor=anchor,
+        weighting=weighting,
     )
+
+
+def _anchor(index: dict[str, int], agents: dict[str, AgentRecord]) -> str | None:
+    """``ANCHOR`` when it is rated in this scope and is the plain random agent: a name such as
+    ``random=expert`` or options (stored in its spec) make it another agent."""
+    record = agents.get(ANCHOR)
+    return ANCHOR if ANCHOR in index and (record is None or record.spec == ANCHOR) else None
+
+
+def is_provisional(row: AgentStanding, min_games: int = MIN_GAMES, max_interval: float = MAX_INTERVAL) -> bool:
+    """A rating too thin to rank on: fewer than ``min_games`` games in its scope, or an interval wider than
+    ``max_interval`` Elo points. An unrated agent has no rating to qualify."""
+    if row.rating is None:
+        return False
+    return row.games < min_games or row.high - row.low > max_interval
 
 
 def wilson_interval(successes: int, games: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -271,11 +317,17 @@ def compute(
     agents: dict[str, AgentRecord] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    weighting: str = DEFAULT_WEIGHTING,
+    min_games: int = MIN_GAMES,
+    max_interval: float = MAX_INTERVAL,
 ) -> Standings:
     """Standings of every game id found in ``games`` (in order of appearance), and overall if there are
-    several two-player games; single-player games come last, each in its own ``SoloScope``."""
+    several two-player games; single-player games come last, each in its own ``SoloScope``. ``weighting``
+    applies to the overall fit; ``min_games`` and ``max_interval`` mark provisional ratings."""
     if not games:
         raise ValueError("no games stored yet; play some with: spiral-arena leaderboard run")
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     agents = agents or {}
     env_order: dict[str, int] = {}
     by_env: dict[str, list[StoredGame]] = defaultdict(list)
@@ -287,10 +339,17 @@ def compute(
     pooled = [g for g in games if g.env_id in paired]  # single-player games never enter the ratings
     names = ([OVERALL] if len(paired) > 1 else []) + paired
     scopes: list[Scope | SoloScope] = [
-        _scope(name, pooled if name == OVERALL else by_env[name], env_order, agents, resamples, seed) for name in names
+        _scope(name, pooled if name == OVERALL else by_env[name], env_order, agents, resamples, seed, weighting)
+        for name in names
     ]
+    for scope in scopes:
+        for row in scope.agents:
+            row.provisional = is_provisional(row, min_games, max_interval)
     scopes += [_solo_scope(env_id, by_env[env_id]) for env_id in solo]
-    return Standings(scopes, [g for g in games if g.error is not None], resamples, seed)
+    errors = [g for g in games if g.error is not None]
+    return Standings(
+        scopes, errors, resamples, seed, min_games=min_games, max_interval=max_interval, weighting=weighting
+    )
 
 
 def score_matrix(scope: Scope) -> tuple[list[str], np.ndarray]:

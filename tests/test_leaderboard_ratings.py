@@ -112,3 +112,9 @@ def test_bad_input_is_refused():
         rate(2, [], [], [], [])
     with pytest.raises(ValueError, match="resamples"):
         rate(2, [0], [1], [1.0], [0], resamples=0)
+    with pytest.raises(ValueError, match="anchor must be an agent among 0..2 that played a game, got 2"):
+        rate(3, [0], [1], [1.0], [0], anchor=2)
+    with pytest.raises(ValueError, match="group_weights needs a finite weight > 0 for every group among 0..1"):
+        rate(2, [0, 1], [1, 0], [1.0, 0.0], [0, 0], groups=[0, 1], group_weights=[1.0, 0.0])
+    with pytest.raises(ValueError, match="group_weights"):
+        rate(2, [0, 1], [1, 0], [1.0, 0.0], [0, 0], groups=[0, 1], group_weights=[1.0])

@@ -77,6 +77,7 @@ def test_terminal_table_lists_every_scope(standings):
     for title in ("Overall (240 games", "TicTacToe-v0 (120 games", "KuhnPoker-v0 (120 games"):
         assert title in text
     assert "Exploit." in text and "0.4583" in text  # random's exact single-hand exploitability, 11/24
+    assert text.count("scale: random = 1000 (the anchor") == 3  # random#seed=2 is another agent, not the anchor
 
 
 def test_csv_and_json_hold_the_standings(standings, tmp_path):
@@ -94,6 +95,9 @@ def test_csv_and_json_hold_the_standings(standings, tmp_path):
         for row in payload["standings"]:
             record = payload["head_to_head"][row["agent"]]
             assert sum(c["wins"] + c["draws"] + c["losses"] for c in record.values()) == row["games"]
+    for payload in data["scopes"]:
+        random_row = next(r for r in payload["standings"] if r["agent"] == "random")
+        assert payload["anchor"] == "random" and random_row["rating"] == random_row["ci_low"] == 1000.0
     kuhn = data["scopes"][2]["standings"]
     exploit = {r["agent"]: r["exploitability"] for r in kuhn}
     assert exploit["random"] == pytest.approx(11 / 24) and exploit["expert"] == pytest.approx(0.0, abs=1e-12)
