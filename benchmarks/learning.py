@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 # Each variant: config overrides on top of the default recipe (the levers issue 13 asks to measure).
@@ -34,8 +35,10 @@ VARIANTS: dict[str, dict[str, object]] = {
     "default": {},
     "no_rae": {"rae": False},
     "state_baseline": {"state_baseline": 4},
-    "no_state_baseline": {"state_baseline": 0},
+    "pool": {"opponent_pool": 4, "pool_prob": 0.5, "pool_every": 10},
     "ppo2": {"loss": "ppo", "epochs": 2},
+    "uniform_warm_start": {"sft_agent": "random"},
+    "no_kl": {"kl_coef": 0.0},
 }
 KUHN, TTT = "KuhnPoker-v0:rounds=1", "TicTacToe-v0"
 TARGETS = {"exploitability": ("max", 0.20), "ttt_win_or_draw": ("min", 0.85), "invalid": ("max", 0.01)}
@@ -80,11 +83,11 @@ def summary(r: dict) -> dict[str, float]:
 
 def interval(values: list[float]) -> tuple[float, float]:
     """Mean and the half-width of its 95% t-interval over seeds (nan with one seed)."""
-    mean = statistics.fmean(values)
+    mean = float(np.mean(values))
     if len(values) < 2:
         return mean, float("nan")
     t = T_95.get(len(values) - 1, 1.96)
-    return mean, t * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, t * float(np.std(values, ddof=1)) / math.sqrt(len(values))
 
 
 def meets(metric: str, value: float) -> bool:
@@ -108,7 +111,7 @@ def run_one(out: Path, variant: str, seed: int, settings: dict[str, str]) -> Pat
 
 def step_table(variant: str, runs: dict[int, list[dict]]) -> Table:
     """Per evaluation step: mean [min, max] over the seeds that reached it."""
-    table = Table(title=f"{variant}: mean [min, max] over seeds {', '.join(map(str, runs))}")
+    table = Table(title=escape(f"{variant}: mean [min, max] over seeds {', '.join(map(str, runs))}"))
     for col in ("step", "seeds", "Kuhn exploitability", "TTT win or draw vs random", "invalid"):
         table.add_column(col, justify="right")
     steps = sorted({s["step"] for rows in runs.values() for s in rows})
@@ -117,7 +120,7 @@ def step_table(variant: str, runs: dict[int, list[dict]]) -> Table:
         cells = []
         for metric, fmt in (("exploitability", ".3f"), ("ttt_win_or_draw", ".2f"), ("invalid", ".3f")):
             values = [s[metric] for s in at]
-            cells.append(f"{statistics.fmean(values):{fmt}} [{min(values):{fmt}}, {max(values):{fmt}}]")
+            cells.append(escape(f"{np.mean(values):{fmt}} [{np.min(values):{fmt}}, {np.max(values):{fmt}}]"))
         table.add_row(str(step), str(len(at)), *cells)
     return table
 

@@ -1,0 +1,63 @@
+"""benchmarks/learning.py: seeds give the same numbers again, finished runs are read rather than repeated,
+and the tables' statistics are the ones stated (mean, min/max, 95% t-interval over seeds)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import learning  # noqa: E402
+
+SMALL = [
+    "steps=2", "sft_steps=4", "sft_batch=16", "samples_per_step=24", "games_in_flight=8", "eval_every=2",
+    "eval_games=2", "eval_env_ids=KuhnPoker-v0:rounds=1", "eval_opponents=random", "time_limit_s=0",
+    "micro_batch=8", "plots=false",
+]  # fmt: skip
+VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "generated_tokens_per_s")
+
+
+def stable_rows(run: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+
+
+def test_same_seed_same_numbers_and_finished_runs_are_reused(tmp_path, capsys):
+    flags = [f for item in SMALL for f in ("--set", item)]
+    learning.main(["--seeds", "2", "--variants", "default", "--out", str(tmp_path / "a"), *flags])
+    learning.main(["--seeds", "1", "--variants", "default", "--out", str(tmp_path / "b"), *flags])
+    a0, a1, b0 = (tmp_path / "a/default/seed0", tmp_path / "a/default/seed1", tmp_path / "b/default/seed0")
+    assert stable_rows(a0) == stable_rows(b0)  # seed 0 twice: the same numbers
+    assert stable_rows(a0) != stable_rows(a1)  # another seed: other games
+    written = (a0 / "metrics.jsonl").stat().st_mtime_ns
+    capsys.readouterr()
+    learning.main(["--seeds", "2", "--variants", "default", "--out", str(tmp_path / "a"), *flags])
+    assert (a0 / "metrics.jsonl").stat().st_mtime_ns == written  # read back, not trained again
+    out = capsys.readouterr().out
+    assert "mean [min, max] over seeds 0, 1" in out and "final policies" in out
+
+
+def test_statistics_are_the_stated_ones():
+    mean, half = learning.interval([0.1, 0.2, 0.3])
+    assert mean == pytest.approx(0.2) and half == pytest.approx(4.303 * 0.1 / math.sqrt(3))
+    assert math.isnan(learning.interval([0.4])[1])
+    assert learning.meets("exploitability", 0.2) and not learning.meets("exploitability", 0.21)
+    assert learning.meets("ttt_win_or_draw", 0.85) and not learning.meets("ttt_win_or_draw", 0.84)
+
+
+def test_bad_arguments_are_named(capsys):
+    with pytest.raises(SystemExit):
+        learning.main(["--variants", "default,fast"])
+    assert "unknown variant(s) fast" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        learning.main(["--set", "steps"])
+    assert "expected KEY=VALUE" in capsys.readouterr().err
