@@ -10,6 +10,7 @@ seed's final policy: exploitability <= 0.20, TicTacToe win-or-draw vs random >= 
     python benchmarks/learning.py --seeds 3                       # default and no_rae, seeds 0, 1, 2
     python benchmarks/learning.py --seeds 3 --variants default,state_baseline,ppo2
     python benchmarks/learning.py --seeds 3 --report              # tables from finished runs only
+    python benchmarks/learning.py --seeds 1 --seed-from 2         # seed 2 only (e.g. in a second process)
     python benchmarks/learning.py --seeds 2 --set steps=4 --set sft_steps=4   # any config key
 
 A run whose directory already holds its final evaluation is read, not repeated, so an interrupted
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/learning")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--seed-from", type=int, default=0, help="start at this seed (split seeds over processes)")
     parser.add_argument("--variants", default="default,no_rae", help=f"comma-separated, from {', '.join(VARIANTS)}")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, all runs")
     parser.add_argument("--report", action="store_true", help="only print the tables of runs already finished")
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     finals: dict[str, list[dict]] = {}
     for variant in variants:
         runs: dict[int, list[dict]] = {}
-        for seed in range(args.seeds):
+        for seed in range(args.seed_from, args.seed_from + args.seeds):
             run = out / variant / f"seed{seed}"
             if not args.report:
                 run_one(out, variant, seed, settings)
