@@ -6,7 +6,9 @@ every run under ./runs, on the three training games) and prints the table. ``--r
 it is checked before any game is played. Single-player games (Twenty Questions) in ``--games`` are played
 by every agent alone on the same seeds and get a success-rate table instead of ratings. ``--weighting``,
 ``--min-games`` and ``--max-interval`` (``run`` and ``show``) set how the overall fit weighs game ids and
-when a rating is provisional; their defaults live in ``leaderboard.standings``.
+when a rating is provisional; their defaults live in ``leaderboard.standings``. ``--price MODEL=IN/OUT``
+(``run`` and ``show``, repeatable) prices API agents' tokens for the cost columns; bad prices fail
+before any game is played.
 """
 
 from __future__ import annotations
@@ -58,6 +60,21 @@ def _add_rating_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_price_argument(parser: argparse.ArgumentParser) -> None:
+    from leaderboard.standings import PRICE_EXAMPLE, PRICE_FORM, RATING_PER_CENT
+
+    parser.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar=PRICE_FORM,
+        help="US dollars per million input (prompt) and output (completion) tokens of a model, e.g. "
+        f"{PRICE_EXAMPLE}; repeatable. MODEL is matched against an entrant's label first, then its model id "
+        "(openai:gpt-4o@URL has model id gpt-4o). Adds, for API agents with token counts, $/game (per finished "
+        f"game) and Elo/cent = {RATING_PER_CENT}".replace("%", "%%"),
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from leaderboard.schedule import DEFAULT_GAMES
 
@@ -106,6 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--reasoning", type=Path, metavar="DIR", help=REASONING_HELP)
     _add_rating_arguments(run)
+    _add_price_argument(run)
 
     show = sub.add_parser("show", help="ratings, success rates and tables from a results database")
     show.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
@@ -116,6 +134,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--json", type=Path, help="write the standings and head-to-head records as JSON here")
     show.add_argument("--reasoning", type=Path, metavar="DIR", help=REASONING_HELP)
     _add_rating_arguments(show)
+    _add_price_argument(show)
+
+
+def _price(standings, prices: dict, agents: dict) -> None:
+    """Cost columns for the priced agents; a price that matches no agent with token counts is named on stderr."""
+    from leaderboard.standings import apply_prices
+
+    if not prices:
+        return
+    labels = {row.label for scope in standings.scopes for row in scope.agents}
+    specs = {label: agents[label].spec if label in agents else label for label in labels}
+    for model in apply_prices(standings, prices, specs):
+        print(
+            f"spiral-arena leaderboard: note: --price {model} matches no agent with token counts "
+            "(by label or model id)",
+            file=sys.stderr,
+        )
 
 
 def _show(standings, args: argparse.Namespace) -> None:
@@ -174,11 +209,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard.entrants import default_entrants, parse_entrants
     from leaderboard.runner import run
     from leaderboard.schedule import check_games
-    from leaderboard.standings import compute
+    from leaderboard.standings import compute, parse_prices
     from spiral_arena.agents import options_problem, spec_problem
 
     concurrency = _concurrency(args.concurrency)
     rating_options = _rating_options(args)
+    prices = parse_prices(args.price)
     entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
     problems = [
         p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
@@ -210,10 +246,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     conn = store.connect(args.db)
     try:
         labels = [e.label for e in entrants]
-        standings = compute(store.load_games(conn, games, labels), store.load_agents(conn), **rating_options)
+        agents = store.load_agents(conn)
+        standings = compute(store.load_games(conn, games, labels), agents, **rating_options)
     finally:
         conn.close()
     standings.reasoning = reasoning
+    _price(standings, prices, agents)
     _show(standings, args)
     if summary.errors:  # stored and shown, but the run did not do all it was asked
         print(
@@ -241,13 +279,14 @@ def _output_problems(args: argparse.Namespace) -> list[str]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from leaderboard import store
-    from leaderboard.standings import compute
+    from leaderboard.standings import compute, parse_prices
     from spiral_arena.registry import canonical_env_id
 
     problems = _output_problems(args)
     if problems:
         raise ValueError("; ".join(problems))
     rating_options = _rating_options(args)
+    prices = parse_prices(args.price)
 
     conn = store.open_readonly(args.db)  # showing never creates, migrates or writes the file
     try:
@@ -267,6 +306,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         labels = {row.label for scope in standings.scopes for row in scope.agents}
         specs = {label: agents[label].spec if label in agents else label for label in labels}
         standings.reasoning = load_column(args.reasoning, specs)
+    _price(standings, prices, agents)
     _show(standings, args)
     return 0
 

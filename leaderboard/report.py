@@ -8,6 +8,10 @@ Every output says what the ratings can be trusted for: each rated table names it
 agent, or the mean, at 1000), a provisional rating carries ``PROVISIONAL_MARK`` (a hollow marker in the
 plot, ``provisional`` in CSV and JSON) with a legend giving the rule, and the anchor's interval reads
 "anchor" rather than a zero-width interval.
+
+API agents' usage (tokens per game, latency per move) and, with prices, cost per game and rating per cent
+get columns only where some agent has such data: in the tables that hold it, and in CSV and JSON (as
+``USAGE_COLUMNS`` and ``COST_COLUMNS``) when any table does; so tables of scripted agents look as before.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from leaderboard.reasoning import ReasoningColumn, ReasoningScore
 from leaderboard.standings import (
     CONFIDENCE,
     OVERALL,
+    RATING_PER_CENT,
     AgentStanding,
     Scope,
     SoloScope,
@@ -51,6 +56,15 @@ CSV_COLUMNS = (
     "successes", "success_rate", "success_ci_low", "success_ci_high", "mean_turns",
     "reasoning", "reasoning_ci_low", "reasoning_ci_high", "provisional", "anchor",
 )  # fmt: skip
+USAGE_COLUMNS = (
+    "api_games", "api_moves", "token_games", "prompt_tokens_per_game", "completion_tokens_per_game",
+    "tokens_per_game", "latency_per_move_s",
+)  # fmt: skip
+COST_COLUMNS = ("price", "cost_per_game_usd", "rating_per_cent")
+USAGE_LEGEND = (
+    "Tokens/game: the provider's prompt+completion tokens per finished game (then prompt+completion), "
+    "over the games whose replies all stated them; Latency/move: mean wall time of a move's successful request"
+)
 SUCCESS_HEADER = f"Success [{CONFIDENCE:.0%} CI]"
 SUCCESS_INTERVAL = f"{CONFIDENCE:.0%} Wilson score interval"
 PIPED_WIDTH = 200
@@ -197,6 +211,72 @@ def _reasoning_column(reasoning: ReasoningColumn) -> Column:
     )
 
 
+def _has_usage(scope: Scope | SoloScope) -> bool:
+    return any(r.usage is not None for r in scope.agents)
+
+
+def _has_cost(scope: Scope | SoloScope) -> bool:
+    return any(r.usage is not None and r.usage.cost_per_game is not None for r in scope.agents)
+
+
+def _usage_of(row: Row, name: str) -> Any:
+    return None if row.usage is None else getattr(row.usage, name)
+
+
+def _tokens_text(row: Row) -> str:
+    usage = row.usage
+    if usage is None or not usage.token_games:
+        return ""
+    prompt, completion = usage.prompt_tokens_per_game, usage.completion_tokens_per_game
+    return f"{_num(prompt + completion, '.0f')} ({_num(prompt, '.0f')}+{_num(completion, '.0f')})"
+
+
+def _dollars(value: float | None) -> str:
+    return "" if value is None else "$" + _num(value, ".3g" if value < 1 else ".2f")
+
+
+def _latency_text(row: Row) -> str:
+    latency = _usage_of(row, "latency_per_move_s")
+    return "" if latency is None else _num(latency, ".2f") + "s"
+
+
+def _cost_of(rank: int, row: Row) -> float | None:
+    return _usage_of(row, "cost_per_game")
+
+
+def _usage_columns(scope: Scope | SoloScope) -> list[Column]:
+    """Tokens per game and latency per move where an agent has usage; cost per game, and for rated tables
+    rating per cent, where one was priced."""
+    cols = []
+    if _has_usage(scope):
+        cols += [
+            Column("Tokens/game", "num", lambda k, r: _usage_of(r, "tokens_per_game"), lambda k, r: _tokens_text(r)),
+            Column(
+                "Latency/move", "num", lambda k, r: _usage_of(r, "latency_per_move_s"), lambda k, r: _latency_text(r)
+            ),
+        ]
+    if _has_cost(scope):
+        cols.append(Column("$/game", "num", _cost_of, lambda k, r: _dollars(_cost_of(k, r))))
+        if isinstance(scope, Scope):
+            cols.append(
+                Column("Elo/cent", "num", lambda k, r: r.rating_per_cent, lambda k, r: _num(r.rating_per_cent, ".1f"))
+            )
+    return cols
+
+
+def cost_legend(standings: Standings) -> list[str]:
+    """The lines explaining the usage and cost columns, when some table has them."""
+    scopes = standings.scopes
+    lines = [USAGE_LEGEND] if any(_has_usage(scope) for scope in scopes) else []
+    if any(_has_cost(scope) for scope in scopes):
+        prices = ", ".join(str(price) for price in standings.prices.values())
+        lines.append(
+            f"$/game: US dollars per finished game at --price {prices} (per million input/output tokens, matched "
+            f"by label, else model id); Elo/cent: {RATING_PER_CENT}"
+        )
+    return lines
+
+
 def _solo_columns(reasoning: ReasoningColumn | None) -> list[Column]:
     """A single-player scope's columns: the success rate and its interval share a cell, sorted by the rate."""
     cols = [
@@ -216,7 +296,8 @@ def _columns(scope: Scope | SoloScope, reasoning: ReasoningColumn | None = None)
     """The standings columns of ``scope``: payoff only per game, exploitability where an agent has one,
     reasoning when eval runs were given; a single-player scope has its own (``_solo_columns``)."""
     if isinstance(scope, SoloScope):
-        return _solo_columns(reasoning)
+        cols = _solo_columns(None) + _usage_columns(scope)
+        return cols if reasoning is None else [*cols, _reasoning_column(reasoning)]
     cols = [
         Column("#", "num", lambda k, r: k, lambda k, r: str(k)),
         Column("Agent", "text", lambda k, r: r.label, lambda k, r: r.label),
@@ -237,6 +318,7 @@ def _columns(scope: Scope | SoloScope, reasoning: ReasoningColumn | None = None)
         cols.append(
             Column("Exploit.", "num", lambda k, r: r.exploitability, lambda k, r: _num(r.exploitability, ".4f"))
         )
+    cols += _usage_columns(scope)
     if reasoning is not None:
         cols.append(_reasoning_column(reasoning))
     return cols
@@ -260,6 +342,8 @@ def print_tables(standings: Standings, console: Console | None = None) -> None:
             console.print(scale_note(scope), markup=False, highlight=False)
     if _has_provisional(standings):
         console.print(provisional_legend(standings), markup=False, highlight=False)
+    for line in cost_legend(standings):
+        console.print(line, markup=False, highlight=False)
     if standings.reasoning is not None:
         for line in (standings.reasoning.legend, *standings.reasoning.notes):
             console.print(line, markup=False, highlight=False)
@@ -279,11 +363,27 @@ def error_summary(standings: Standings) -> dict[str, tuple[int, str]]:
     return summary
 
 
-def _record(scope: Scope | SoloScope, rank: int, row: Row, reasoning: ReasoningColumn | None) -> dict[str, Any]:
-    """One standings row for CSV and JSON, with every CSV column (those of the other kind of scope empty),
-    float noise around zero written as 0."""
+def csv_columns(standings: Standings) -> tuple[str, ...]:
+    """``CSV_COLUMNS``, then ``USAGE_COLUMNS`` when some agent has usage and ``COST_COLUMNS`` when one was priced."""
+    columns = CSV_COLUMNS
+    if any(_has_usage(scope) for scope in standings.scopes):
+        columns += USAGE_COLUMNS
+    if any(_has_cost(scope) for scope in standings.scopes):
+        columns += COST_COLUMNS
+    return columns
+
+
+def _record(
+    scope: Scope | SoloScope,
+    rank: int,
+    row: Row,
+    reasoning: ReasoningColumn | None,
+    columns: tuple[str, ...] = CSV_COLUMNS,
+) -> dict[str, Any]:
+    """One standings row for CSV and JSON, with every one of ``columns`` (those of the other kind of scope
+    empty), float noise around zero written as 0."""
     score = None if reasoning is None else reasoning.scores.get(row.label)
-    record: dict[str, Any] = dict.fromkeys(CSV_COLUMNS)
+    record: dict[str, Any] = dict.fromkeys(columns)
     record.update(
         scope=scope.name,
         rank=rank,
@@ -318,21 +418,40 @@ def _record(scope: Scope | SoloScope, rank: int, row: Row, reasoning: ReasoningC
             provisional=row.provisional,
             anchor=row.anchor,
         )
+    usage = row.usage
+    if usage is not None and "api_games" in record:
+        record.update(
+            api_games=usage.games,
+            api_moves=usage.moves,
+            token_games=usage.token_games,
+            prompt_tokens_per_game=usage.prompt_tokens_per_game,
+            completion_tokens_per_game=usage.completion_tokens_per_game,
+            tokens_per_game=usage.tokens_per_game,
+            latency_per_move_s=usage.latency_per_move_s,
+        )
+    if usage is not None and usage.price is not None and "price" in record:
+        record.update(
+            price=usage.price.model,
+            cost_per_game_usd=usage.cost_per_game,
+            rating_per_cent=row.rating_per_cent if isinstance(row, AgentStanding) else None,
+        )
     return {k: clean(v) if isinstance(v, float) else v for k, v in record.items()}
 
 
 def write_csv(standings: Standings, path: Path) -> None:
+    columns = csv_columns(standings)
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         for scope in standings.scopes:
             for rank, row in enumerate(scope.agents, 1):
-                writer.writerow(
-                    {k: "" if v is None else v for k, v in _record(scope, rank, row, standings.reasoning).items()}
-                )
+                record = _record(scope, rank, row, standings.reasoning, columns)
+                writer.writerow({k: "" if v is None else v for k, v in record.items()})
 
 
-def _scope_json(scope: Scope | SoloScope, reasoning: ReasoningColumn | None) -> dict[str, Any]:
+def _scope_json(
+    scope: Scope | SoloScope, reasoning: ReasoningColumn | None, columns: tuple[str, ...] = CSV_COLUMNS
+) -> dict[str, Any]:
     """A rated scope with its head-to-head records; a single-player one with the name of its interval."""
     payload: dict[str, Any] = {
         "name": scope.name,
@@ -340,7 +459,7 @@ def _scope_json(scope: Scope | SoloScope, reasoning: ReasoningColumn | None) -> 
         "ranked_by": scope.ranked_by,
         "games": scope.games,
         "errors": scope.errors,
-        "standings": [_record(scope, rank, row, reasoning) for rank, row in enumerate(scope.agents, 1)],
+        "standings": [_record(scope, rank, row, reasoning, columns) for rank, row in enumerate(scope.agents, 1)],
     }
     if isinstance(scope, SoloScope):
         payload["success_interval"] = SUCCESS_INTERVAL
@@ -356,8 +475,21 @@ def _scope_json(scope: Scope | SoloScope, reasoning: ReasoningColumn | None) -> 
     return payload
 
 
-def to_json(standings: Standings) -> dict[str, Any]:
+def _costs_json(standings: Standings) -> dict[str, Any]:
+    """How the usage and cost fields read, and the prices given (only written when there is usage)."""
     return {
+        "legend": cost_legend(standings),
+        "prices_usd_per_million_tokens": {
+            model: {"input": price.input_usd, "output": price.output_usd} for model, price in standings.prices.items()
+        },
+        "price_matched_by": "the agent's label, else its model id",
+        "rating_per_cent": RATING_PER_CENT,
+    }
+
+
+def to_json(standings: Standings) -> dict[str, Any]:
+    columns = csv_columns(standings)
+    payload = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "bootstrap_resamples": standings.resamples,
         "bootstrap_seed": standings.seed,
@@ -366,13 +498,16 @@ def to_json(standings: Standings) -> dict[str, Any]:
             "max_interval": standings.max_interval,
             "legend": provisional_legend(standings),
         },
-        "scopes": [_scope_json(scope, standings.reasoning) for scope in standings.scopes],
+        "scopes": [_scope_json(scope, standings.reasoning, columns) for scope in standings.scopes],
         "errors": [
             {"env_id": g.env_id, "player0": g.player0, "player1": g.player1, "seed": g.seed, "error": g.error}
             for g in standings.errors
         ],
         "reasoning": None if standings.reasoning is None else standings.reasoning.to_json(),
     }
+    if "api_games" in columns:
+        payload["costs"] = _costs_json(standings)
+    return payload
 
 
 def write_json(standings: Standings, path: Path) -> None:
@@ -634,6 +769,7 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
     legend = ""
     if _has_provisional(standings):
         legend = f'<p class="note provisional">{html.escape(provisional_legend(standings))}</p>'
+    legend += "".join(f'<p class="note costs">{html.escape(line)}</p>' for line in cost_legend(standings))
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_CSS}</style></head>

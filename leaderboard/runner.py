@@ -23,11 +23,18 @@ plays what it would alone, so the stored rows are those of a sequential run (tim
   sequential runs either).
 
 Each game is stored when it ends, on its own, as before.
+
+What an API seat's moves cost is charged to the game they were made in: each decision is one request
+(``APIAgent.answer``), whose reply carries its own token counts and latency, added to that game's tally
+for that seat by the thread that sent it; so a wave of requests for many games charges each game only
+its own moves. The row stores each API seat's sums (tokens NULL once a reply did not state them); a
+scripted or ``hf:`` seat's stay NULL.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -54,7 +61,7 @@ from leaderboard.schedule import Job, check_games, schedule
 from spiral_arena.agents import Agent, APIAgent, parse_spec
 from spiral_arena.agents.hf import HFAgent, act_together
 from spiral_arena.core.env import TextGameEnv
-from spiral_arena.llm import PROVIDERS
+from spiral_arena.llm import PROVIDERS, Completion
 from spiral_arena.registry import parse_env_id
 
 POLL_S = 0.2
@@ -167,14 +174,53 @@ def check_concurrency(concurrency: object) -> int:
 
 
 @dataclass
+class Spent:
+    """What one seat's API requests cost in one game: its moves (successful requests), the provider's
+    token counts summed over them (None once a reply did not state its count: the sum is unknown, not
+    smaller) and their latencies summed, in seconds (``spiral_arena.llm.Completion``)."""
+
+    moves: int = 0
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+    latency_s: float = 0.0
+
+    def add(self, reply: Completion) -> None:
+        self.moves += 1
+        self.prompt_tokens = _plus(self.prompt_tokens, reply.prompt_tokens)
+        self.completion_tokens = _plus(self.completion_tokens, reply.completion_tokens)
+        self.latency_s += reply.latency_s
+
+    def columns(self, seat: int) -> dict[str, int | float | None]:
+        """The seat's usage columns of ``store.GameRow``."""
+        return {
+            f"prompt_tokens{seat}": self.prompt_tokens,
+            f"completion_tokens{seat}": self.completion_tokens,
+            f"api_moves{seat}": self.moves,
+            f"latency_s{seat}": self.latency_s,
+        }
+
+
+def _plus(total: int | None, count: int | None) -> int | None:
+    return None if total is None or count is None else total + count
+
+
+def _charged(row: store.GameRow, spent: Sequence[Spent | None]) -> store.GameRow:
+    """``row`` with the usage columns of its API seats filled in (the others stay NULL)."""
+    columns = {k: v for seat, tally in enumerate(spent) if tally is not None for k, v in tally.columns(seat).items()}
+    return dataclasses.replace(row, **columns) if columns else row
+
+
+@dataclass
 class _Game:
-    """A game in flight: its coroutine, its own copy of each seat's agent, and the decision it waits on."""
+    """A game in flight: its coroutine, its own copy of each seat's agent, the decision it waits on, and
+    what each API seat has spent in it so far (None for other seats)."""
 
     job: Job
     env: TextGameEnv
     agents: list[Agent]
     play: Generator[tuple[int, str, dict[str, Any]], str, store.GameRow]
     decision: tuple[int, str, dict[str, Any]]
+    spent: list[Spent | None]
 
     @property
     def label(self) -> str:
@@ -182,16 +228,22 @@ class _Game:
         return self.job.players[self.decision[0]]
 
     def act(self) -> str:
-        """The game's own copy of the waiting seat's agent answers the decision."""
+        """The game's own copy of the waiting seat's agent answers the decision; an API seat's request is
+        charged to this game (one thread acts for a game at a time, so its tally needs no lock)."""
         seat, observation, info = self.decision
-        return self.agents[seat].act(observation, info)
+        tally = self.spent[seat]
+        if tally is None:
+            return self.agents[seat].act(observation, info)
+        reply = self.agents[seat].answer(observation, info)
+        tally.add(reply)
+        return reply.text
 
     def advance(self, outcome: str | Exception) -> store.GameRow | None:
         """Hand the waiting seat its answer (or its agent's exception); the row once the game is over."""
         try:
             self.decision = self.play.throw(outcome) if isinstance(outcome, Exception) else self.play.send(outcome)
         except StopIteration as end:
-            return end.value
+            return _charged(end.value, self.spent)
         return None
 
 
@@ -297,14 +349,16 @@ class Player:
         if broken:
             idle.append(env)
             return _unbuilt(env, job, entrants, broken[0], agents[broken[0]])
+        spent = [Spent() if isinstance(agent, APIAgent) else None for agent in agents]
         play = play_game(env, job, entrants)
         try:
             decision = next(play)
         except StopIteration as end:
             idle.append(env)
-            return end.value
+            return _charged(end.value, spent)
         seeds = [agent_seed(job.seed, seat, entrant.seed) for seat, entrant in enumerate(entrants)]
-        return _Game(job, env, [_own_copy(a, s) for a, s in zip(agents, seeds, strict=True)], play, decision)
+        own = [_own_copy(a, s) for a, s in zip(agents, seeds, strict=True)]
+        return _Game(job, env, own, play, decision, spent)
 
     def _answers(self, games: list[_Game]) -> list[str | Exception]:
         """One wave: the answer to each game's decision, or the exception its agent raised for it. Every

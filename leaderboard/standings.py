@@ -14,6 +14,12 @@ Ratings people can trust: a scope with the plain ``random`` agent is anchored on
 comparable from one leaderboard to the next), else the rated agents' mean is 1000; a rating from fewer
 than ``MIN_GAMES`` games or with an interval wider than ``MAX_INTERVAL`` is provisional. The overall fit
 counts every game once (``games``) or gives every game id the same total weight (``equal``).
+
+What API agents spend: an agent with usage recorded in a scope's finished games gets a ``Usage`` (tokens
+per game from the provider's counts, mean latency per move). With prices (``--price MODEL=IN/OUT``, US
+dollars per million input/output tokens, matched by label first, then by model id) ``apply_prices``
+adds the cost per game, and a rated agent its rating per cent: (rating - 1000) / (100 x cost per game),
+the rating points above the table's 1000 (the random anchor, or the mean) per US cent a game costs.
 """
 
 from __future__ import annotations
@@ -31,6 +37,120 @@ from leaderboard.ratings import DEFAULT_RESAMPLES, ELO_CENTRE, equal_group_weigh
 from leaderboard.reasoning import ReasoningColumn
 from leaderboard.store import NO_PLAYER, AgentRecord, StoredGame
 from spiral_arena.registry import REGISTRY
+
+PRICE_FORM = "MODEL=IN/OUT"
+PRICE_EXAMPLE = "--price gpt-4o=2.5/10"
+RATING_PER_CENT = (
+    "(rating - 1000) / (100 x cost per game): rating points above the table's 1000 (the random anchor, or the "
+    "mean) per US cent one game costs"
+)
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a model's tokens cost, in US dollars per million."""
+
+    model: str  # matched against an entrant's label, then its model id
+    input_usd: float  # per million prompt tokens
+    output_usd: float  # per million completion tokens
+
+    def __str__(self) -> str:
+        return f"{self.model}=${self.input_usd:g}/${self.output_usd:g}"
+
+
+def parse_prices(items: Sequence[str]) -> dict[str, Price]:
+    """``--price MODEL=IN/OUT`` values by MODEL, or one ValueError naming every bad item and the valid form."""
+    prices: dict[str, Price] = {}
+    bad, twice = [], []
+    for item in items:
+        model, _, rates = str(item).rpartition("=")
+        model = model.strip()
+        try:
+            input_usd, output_usd = map(float, rates.split("/"))
+        except ValueError:  # not two numbers
+            input_usd = output_usd = math.nan
+        if not model or not all(0 <= x < math.inf for x in (input_usd, output_usd)):
+            bad.append(repr(item))
+        elif model in prices:
+            twice.append(model)
+        else:
+            prices[model] = Price(model, input_usd, output_usd)
+    problems = []
+    if bad:
+        problems.append(
+            f"--price {', '.join(bad)}: write {PRICE_FORM}, US dollars per million input/output tokens "
+            f"(numbers >= 0), e.g. {PRICE_EXAMPLE}"
+        )
+    if twice:
+        problems.append(f"--price: {', '.join(twice)} priced more than once; give each model one price")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return prices
+
+
+def model_id(spec: str) -> str | None:
+    """The model id of an API agent's spec (``openai:gpt-4o@http://...#max_retries=0`` -> ``gpt-4o``), else None."""
+    from spiral_arena.agents import parse_spec, split_options
+    from spiral_arena.llm import PROVIDERS
+
+    try:
+        parsed = parse_spec(split_options(spec)[0])
+    except ValueError:
+        return None
+    return parsed.target if parsed.kind in PROVIDERS else None
+
+
+@dataclass
+class Usage:
+    """What an agent's API moves cost in one table's finished games (games ended by an error are left out,
+    as everywhere in the standings). Token counts are the provider's; a game counts towards them only if
+    every reply in it stated both counts (``token_games``)."""
+
+    games: int  # finished games with the agent's API moves recorded
+    moves: int
+    latency_s: float  # summed over the moves: the successful request of each
+    token_games: int
+    prompt_tokens: int  # summed over the token games
+    completion_tokens: int
+    price: Price | None = None  # set by ``apply_prices``
+    cost_per_game: float | None = None  # US dollars, at ``price``
+
+    def add(self, moves: int, latency_s: float | None, prompt: int | None, completion: int | None) -> None:
+        self.games += 1
+        self.moves += moves
+        self.latency_s += latency_s or 0.0
+        if prompt is not None and completion is not None:
+            self.token_games += 1
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+
+    @property
+    def prompt_tokens_per_game(self) -> float | None:
+        return self.prompt_tokens / self.token_games if self.token_games else None
+
+    @property
+    def completion_tokens_per_game(self) -> float | None:
+        return self.completion_tokens / self.token_games if self.token_games else None
+
+    @property
+    def tokens_per_game(self) -> float | None:
+        return (self.prompt_tokens + self.completion_tokens) / self.token_games if self.token_games else None
+
+    @property
+    def latency_per_move_s(self) -> float | None:
+        return self.latency_s / self.moves if self.moves else None
+
+
+def _tally_usage(usage: dict[str, Usage], label: str, game: StoredGame, seat: int) -> None:
+    """Add the seat's usage columns of a finished game to its agent's ``Usage`` (none for seats without)."""
+    moves = game.api_moves0 if seat == 0 else game.api_moves1
+    if moves is None:
+        return
+    latency = game.latency_s0 if seat == 0 else game.latency_s1
+    prompt = game.prompt_tokens0 if seat == 0 else game.prompt_tokens1
+    completion = game.completion_tokens0 if seat == 0 else game.completion_tokens1
+    usage.setdefault(label, Usage(0, 0, 0.0, 0, 0, 0)).add(moves, latency, prompt, completion)
+
 
 OVERALL = "overall"
 KUHN_GAME = "KuhnPoker"
@@ -58,11 +178,20 @@ class AgentStanding:
     exploitability: float | None = None
     provisional: bool = False  # rated from too few games or with too wide an interval (never when unrated)
     anchor: bool = False  # the agent that fixes the scale: rated ELO_CENTRE by definition, with no interval
+    usage: Usage | None = None  # API agents with usage recorded in this scope's finished games
 
     @property
     def score(self) -> float | None:
         """Points per game, a draw being half a win."""
         return (self.wins + self.draws / 2) / self.games if self.games else None
+
+    @property
+    def rating_per_cent(self) -> float | None:
+        """``RATING_PER_CENT``; None without a rating or a priced cost above zero."""
+        cost = None if self.usage is None else self.usage.cost_per_game
+        if self.rating is None or not cost:
+            return None
+        return (self.rating - ELO_CENTRE) / (100 * cost)
 
 
 @dataclass
@@ -125,6 +254,7 @@ class SoloStanding:
     mean_turns: float | None  # moves per finished game
     invalid_rate: float | None  # share of finished games the env ended on an invalid move
     errors: int
+    usage: Usage | None = None
 
     @property
     def success_rate(self) -> float | None:
@@ -153,6 +283,7 @@ class Standings:
     min_games: int = MIN_GAMES
     max_interval: float = MAX_INTERVAL
     weighting: str = DEFAULT_WEIGHTING
+    prices: dict[str, Price] = field(default_factory=dict)  # set by ``apply_prices``
 
 
 def _points(game: StoredGame) -> float:
@@ -192,6 +323,7 @@ def _scope(
     chips = name != OVERALL and any(g.payoff0 is not None for g in valid)
     total = {label: HeadToHead() for label in labels}
     invalid, errors = defaultdict(int), defaultdict(int)
+    usage: dict[str, Usage] = {}
     head = {row: {col: HeadToHead() for col in labels if col != row} for row in labels}
     for g in games:
         if g.error is not None:
@@ -203,6 +335,7 @@ def _scope(
             total[me].add(mine, pays[seat])
             head[me][other].add(mine, pays[seat])
             invalid[me] += bool(g.invalid0 if seat == 0 else g.invalid1)
+            _tally_usage(usage, me, g, seat)
 
     # Only agents with a finished game are rated: one that only ever failed has no strength to estimate.
     index = {label: k for k, label in enumerate(label for label in labels if total[label].games)}
@@ -243,6 +376,7 @@ def _scope(
                 errors=errors[label],
                 exploitability=agents[label].kuhn_exploitability if kuhn and label in agents else None,
                 anchor=label == anchor,
+                usage=usage.get(label),
             )
         )
     if chips:
@@ -292,6 +426,9 @@ def _solo_scope(name: str, games: Sequence[StoredGame]) -> SoloScope:
     labels = sorted({g.player0 for g in games})
     valid = [g for g in games if g.error is None]
     rows = []
+    usage: dict[str, Usage] = {}
+    for g in valid:
+        _tally_usage(usage, g.player0, g, 0)
     for label in labels:
         mine = [g for g in valid if g.player0 == label]
         successes = sum(bool(g.success) for g in mine)
@@ -306,6 +443,7 @@ def _solo_scope(name: str, games: Sequence[StoredGame]) -> SoloScope:
                 mean_turns=sum(g.steps for g in mine) / len(mine) if mine else None,
                 invalid_rate=sum(bool(g.invalid0) for g in mine) / len(mine) if mine else None,
                 errors=sum(g.player0 == label and g.error is not None for g in games),
+                usage=usage.get(label),
             )
         )
     rows.sort(key=lambda r: (r.success_rate is None, -(r.success_rate or 0.0), r.label))
@@ -362,3 +500,24 @@ def score_matrix(scope: Scope) -> tuple[list[str], np.ndarray]:
             if score is not None:
                 matrix[i, j] = score
     return labels, matrix
+
+
+def apply_prices(standings: Standings, prices: dict[str, Price], specs: dict[str, str]) -> list[str]:
+    """Price every agent with token counts: the price named by its label, else by its model id (its spec
+    from ``specs``, label -> stored spec; an agent missing there is looked up by its label alone). Sets
+    each ``Usage.cost_per_game`` and ``standings.prices``; returns the prices that matched no such agent."""
+    standings.prices = dict(prices)
+    used: set[str] = set()
+    for scope in standings.scopes:
+        for row in scope.agents:
+            usage = row.usage
+            if usage is None or not usage.token_games:
+                continue
+            price = prices.get(row.label) or prices.get(model_id(specs.get(row.label, row.label)) or "")
+            if price is None:
+                continue
+            used.add(price.model)
+            usage.price = price
+            spent = usage.prompt_tokens * price.input_usd + usage.completion_tokens * price.output_usd
+            usage.cost_per_game = spent / 1e6 / usage.token_games
+    return [model for model in prices if model not in used]

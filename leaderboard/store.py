@@ -77,7 +77,25 @@ def _add_success(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE games ADD COLUMN success INTEGER")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _add_specs_and_agents, _add_success)
+USAGE_COLUMNS = tuple(
+    f"{name}{seat}" for name in ("prompt_tokens", "completion_tokens", "api_moves", "latency_s") for seat in (0, 1)
+)
+
+
+def _add_usage(conn: sqlite3.Connection) -> None:
+    """v4: what each seat's API requests cost in the game: the provider's prompt and completion tokens
+    summed over its moves (NULL when a reply did not state them), its number of API moves and their
+    summed latency in seconds. NULL for scripted and ``hf:`` seats, and for every game stored before."""
+    for column, kind in zip(USAGE_COLUMNS, ("INTEGER",) * 6 + ("REAL",) * 2, strict=True):
+        conn.execute(f"ALTER TABLE games ADD COLUMN {column} {kind}")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _create_v1,
+    _add_specs_and_agents,
+    _add_success,
+    _add_usage,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -231,6 +249,15 @@ class GameRow:
     finished_at: str
     package_version: str
     success: bool | None = None  # single-player games: the env's outcome named the player the winner
+    # per seat, what its API requests cost (``_add_usage``); None for scripted and hf: seats
+    prompt_tokens0: int | None = None
+    prompt_tokens1: int | None = None
+    completion_tokens0: int | None = None
+    completion_tokens1: int | None = None
+    api_moves0: int | None = None
+    api_moves1: int | None = None
+    latency_s0: float | None = None
+    latency_s1: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -301,6 +328,14 @@ class StoredGame:
     error_seat: int | None
     steps: int = 0  # defaults for games written by hand (tests, synthetic benchmarks)
     success: bool | None = None
+    prompt_tokens0: int | None = None
+    prompt_tokens1: int | None = None
+    completion_tokens0: int | None = None
+    completion_tokens1: int | None = None
+    api_moves0: int | None = None
+    api_moves1: int | None = None
+    latency_s0: float | None = None
+    latency_s1: float | None = None
 
 
 def load_games(

@@ -9,6 +9,8 @@ covers them. Failures are retried with bounded exponential backoff and then rais
 
 Keys come only from arguments or environment variables and never leave this module in text:
 every error message is scrubbed of the key and of bearer tokens, and reprs show ``***``.
+``ChatClient.complete`` also returns what the request cost (``Completion``: the provider's token
+counts and the latency), and nothing else about the request.
 ``httpx`` is imported when a client is built, so the package works without the ``api`` extra.
 """
 
@@ -190,6 +192,28 @@ def _error_text(data: Any) -> str:
     return json.dumps(data)
 
 
+def _token_count(usage: Any, name: str) -> int | None:
+    """``usage[name]`` when it is a whole number >= 0; None (unknown) when absent or malformed."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A reply and what it cost. Token counts are the provider's ``usage`` (``prompt_tokens``,
+    ``completion_tokens``), None when the reply did not state them (unknown, not zero). ``latency_s``
+    is the wall time of the one request that succeeded, from sending it to having read the whole
+    reply: failed attempts and the waits between retries are left out, so it measures the endpoint
+    and not the retry policy. Nothing else about the request (URL, headers, key) is kept."""
+
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_s: float
+
+
 def _completion_text(data: Any) -> str:
     """The assistant text of a chat completion; raises KeyError/TypeError/IndexError if malformed.
 
@@ -276,6 +300,18 @@ class ChatClient:
     ) -> str:
         """The assistant's reply text. Sampling settings left as None take the server's default;
         ``extra_body`` adds provider-specific fields (e.g. ``top_k`` for vLLM)."""
+        return self.complete(messages, temperature, top_p, max_tokens, extra_body=extra_body).text
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        *,
+        extra_body: dict[str, Any] | None = None,
+    ) -> Completion:
+        """Like ``chat``, with the reply's token counts and latency (see ``Completion``)."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, **(extra_body or {})}
         for name, value in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
             if value is not None:
@@ -283,7 +319,7 @@ class ChatClient:
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             outcome = self._attempt(payload)
-            if isinstance(outcome, str):
+            if isinstance(outcome, Completion):
                 return outcome
             if not outcome.retryable or attempt == attempts:
                 tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
@@ -319,19 +355,21 @@ class ChatClient:
         text = self._redact(" ".join(text.split()))
         return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "..."
 
-    def _attempt(self, payload: dict[str, Any]) -> str | _Failure:
-        """One request; the reply text, or a description of what went wrong.
+    def _attempt(self, payload: dict[str, Any]) -> Completion | _Failure:
+        """One request; the reply with its usage and latency, or a description of what went wrong.
 
         Exceptions are turned into text here and raised later, outside any ``except`` block, so an
         APIError never chains an httpx exception (whose request object holds the headers).
         """
         httpx = self._httpx
+        sent = time.perf_counter()
         try:
-            response = self._http.post(self._url, json=payload)
+            response = self._http.post(self._url, json=payload)  # reads the whole body
         except httpx.TimeoutException as error:
             return _Failure(f"no reply within {self.timeout:g}s ({type(error).__name__})", None, True)
         except httpx.RequestError as error:
             return _Failure(f"request failed ({type(error).__name__}: {self._brief(str(error))})", None, True)
+        latency = time.perf_counter() - sent
         status = response.status_code
         try:
             data = response.json()
@@ -344,14 +382,14 @@ class ChatClient:
         if isinstance(data, dict) and "choices" not in data and "error" in data:  # an error sent with 200
             return _Failure(f"error in reply: {self._brief(_error_text(data))}", status, True)
         try:
-            return _completion_text(data)
+            text = _completion_text(data)
         except (KeyError, IndexError, TypeError, AttributeError):
             return _Failure(f"malformed reply (not a chat completion): {self._brief(response.text)}", status, True)
+        usage = data.get("usage")
+        return Completion(text, _token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens"), latency)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:  # the server's wait, spread a little so callers do not return together
             return min(self.max_backoff, retry_after * self._jitter.uniform(1.0, 1.1))
         ceiling = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
         return self._jitter.uniform(ceiling / 2, ceiling)
-
-

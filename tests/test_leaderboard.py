@@ -158,7 +158,7 @@ def game_row(seed=0, **changes):
 def test_new_database_is_wal_and_current(tmp_path):
     conn = store.connect(tmp_path / "sub" / "lb.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 4
     assert store.insert_game(conn, game_row()) is True
     assert store.insert_game(conn, game_row(reward0=-1.0)) is False  # same key: ignored, first kept
     assert store.insert_game(conn, game_row(seed=1)) is True
@@ -172,7 +172,8 @@ def test_migrating_a_version_1_database(tmp_path):
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
     assert store.migrate(conn, target=1) == 1
-    v1_columns = [c for c in store.GameRow.__dataclass_fields__ if c not in ("spec0", "spec1", "success")]
+    later = ("spec0", "spec1", "success", *store.USAGE_COLUMNS)  # columns added since version 1
+    v1_columns = [c for c in store.GameRow.__dataclass_fields__ if c not in later]
     row = game_row()
     conn.execute(
         f"INSERT INTO games ({', '.join(v1_columns)}) VALUES ({', '.join('?' * len(v1_columns))})",

@@ -27,7 +27,7 @@ from spiral_arena.serve import recover_info
 
 pytest.importorskip("httpx", reason="API agents need the api extra")
 
-TIMING = ("id", "duration_s", "started_at", "finished_at")  # the columns that may differ between runs
+TIMING = ("id", "duration_s", "started_at", "finished_at", "latency_s0", "latency_s1")  # may differ between runs
 GAMES = ["TicTacToe-v0", "KuhnPoker-v0"]
 
 

@@ -262,7 +262,7 @@ def test_a_version_2_database_gains_the_success_column(tmp_path):
     path = tmp_path / "v2.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
     assert store.migrate(conn, target=2) == 2
-    columns = [c for c in store.GameRow.__dataclass_fields__ if c != "success"]
+    columns = [c for c in store.GameRow.__dataclass_fields__ if c not in ("success", *store.USAGE_COLUMNS)]
     values = dict(
         env_id="TicTacToe-v0", env_version="v0", player0="a", player1="b", spec0="random", spec1="expert", seed=0,
         reward0=1.0, reward1=-1.0, payoff0=None, payoff1=None, invalid0=False, invalid1=False, invalid_reason=None,
@@ -275,6 +275,6 @@ def test_a_version_2_database_gains_the_success_column(tmp_path):
     )
     conn.close()
     upgraded = store.connect(path)
-    assert upgraded.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 3
+    assert upgraded.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 4
     (game,) = store.load_games(upgraded)
     assert (game.steps, game.success) == (5, None)

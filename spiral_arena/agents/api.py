@@ -9,7 +9,7 @@ from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
 from spiral_arena.agents.prompting import chat_messages
-from spiral_arena.llm import PROVIDERS, ChatClient, resolve_endpoint, safe_url
+from spiral_arena.llm import PROVIDERS, ChatClient, Completion, resolve_endpoint, safe_url
 
 
 def _plain(value: Any) -> Any:
@@ -28,6 +28,11 @@ class APIAgent(BaseAgent):
     to ``concurrency`` requests at once. ``send_info=True`` adds the env's ``info`` to each request
     as ``spiral_info``, which ``spiral-arena serve`` passes to the agent it serves (real providers
     reject unknown fields, so it is off by default).
+
+    ``answer`` and ``answer_batch`` are ``act`` and ``act_batch`` with what each move cost: a
+    ``Completion`` per decision (the provider's token counts, None where it sent no ``usage``, and
+    the latency of the request that succeeded), in input order, so a caller playing several games at
+    once can charge every move to its own game. The agent itself keeps no record of its requests.
     """
 
     def __init__(
@@ -91,10 +96,14 @@ class APIAgent(BaseAgent):
         return f"APIAgent({self.spec!r})"
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
+        return self.answer(observation, info).text
+
+    def answer(self, observation: str, info: dict[str, Any]) -> Completion:
+        """The raw completion of one decision, with its token counts and latency."""
         extra = dict(self.extra_body)
         if self.send_info:
             extra["spiral_info"] = json.loads(json.dumps(info, default=_plain))
-        return self.client.chat(
+        return self.client.complete(
             chat_messages(observation, self.system_prompt),
             temperature=self.temperature,
             top_p=self.top_p,
@@ -104,13 +113,18 @@ class APIAgent(BaseAgent):
 
     def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[str]:
         """Answers in input order; the first failure cancels what has not started and is raised."""
+        return [reply.text for reply in self.answer_batch(observations, infos)]
+
+    def answer_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[Completion]:
+        """``answer`` for each decision, up to ``concurrency`` requests at once; in input order, each with
+        its own request's usage. The first failure cancels what has not started and is raised."""
         if len(observations) != len(infos):
             raise ValueError(f"{len(observations)} observations but {len(infos)} infos")
         if len(observations) <= 1 or self.concurrency == 1:
-            return super().act_batch(observations, infos)
+            return [self.answer(o, i) for o, i in zip(observations, infos, strict=True)]
         workers = min(self.concurrency, len(observations))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="api-agent") as pool:
-            futures = [pool.submit(self.act, o, i) for o, i in zip(observations, infos, strict=True)]
+            futures = [pool.submit(self.answer, o, i) for o, i in zip(observations, infos, strict=True)]
             try:
                 return [future.result() for future in futures]
             except BaseException:
