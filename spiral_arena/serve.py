@@ -2,11 +2,26 @@
 
 ``GET /v1/models`` lists one model; ``POST /v1/chat/completions`` answers with the agent's move,
 as one JSON completion or, with ``"stream": true``, as server-sent ``chat.completion.chunk`` events
-ending with ``data: [DONE]``. The last user message is the observation. The env's ``info`` may
-come as an extra request field ``spiral_info``; without it the legal actions are read back from
-the observation's ``Your turn. Legal actions: [a], [b].`` line, so scripted agents (random,
-expert) can answer plain chat requests too. Sampling fields of the request are ignored: the
-served agent plays with its own settings.
+ending with ``data: [DONE]``. The last user message is the observation. Sampling fields of the
+request are ignored: the served agent plays with its own settings.
+
+Where the info comes from. The env's ``info`` may come as an extra request field ``spiral_info``
+(``APIAgent(send_info=True)``); when it does, it is used as sent. Other clients (the OpenAI SDK,
+TextArena's ``OpenAIAgent``, ``spiral-arena play --p0 openai:M@URL``) send only chat messages, and
+then the info is read back from the observation text (``read_info``): every observation, whatever its
+format, ends with the acting player's ``[GAME] Your turn.`` message, and each registered game's
+``read_position`` (next to its ``turn_message``, the inverse of it) recognises its own turn messages
+and rebuilds that player's view from them. So the server finds the game without being told, and
+the scripted agents (``random``, ``expert``) play every game id. A reader takes only what the
+player's own observation shows (a Kuhn player's own card, a Liar's Dice player's own dice), so the
+expert decides exactly as it does from the env's info, hidden information included. The history a
+view holds is read from the transcript, and only two games need it: Truth and Deception's
+conversation and Twenty Questions' answered questions, which the ``full`` format (their default)
+shows, and Twenty Questions' ``recap=true`` too. An observation without it (``first_last`` or
+``last``) is answered with a 422 that names the game and what is missing, never with a guess. Where
+no game recognises the text, the legal actions are still read from a ``Legal actions: [a], [b].``
+line, so ``random`` answers any such prompt. No game needs more than the last user message: no
+earlier message of a chat holds what the last one lacks.
 
 Web pages must not be able to use the server (and spend a served API agent's key): a POST must say
 ``Content-Type: application/json`` (a browser cannot send that cross-site without asking first), an
@@ -40,8 +55,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent
+from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent, split_options
+from spiral_arena.core.game import TextGame
+from spiral_arena.core.readback import PositionUnreadable, latest_turn
 from spiral_arena.llm import is_loopback
+from spiral_arena.registry import REGISTRY
 
 _TURN = "Your turn."
 _LEGAL_LINE = re.compile(r"Legal actions:([^\n]*)")
@@ -76,6 +94,52 @@ def recover_info(observation: str) -> dict[str, Any]:
     return {"legal_actions": legal} if legal else {}
 
 
+def _readable_games() -> list[type[TextGame]]:
+    """Every registered game class that can read its positions back from text, each once."""
+    games = {spec.game: None for spec in REGISTRY.values() if hasattr(spec.game, "read_position")}
+    return list(games)
+
+
+def read_info(observation: str) -> dict[str, Any]:
+    """The acting player's info as the env gave it, read back from its observation alone: ``game``,
+    ``legal_actions``, ``view`` (the game's ``read_position``), ``role`` in games with roles, and on
+    free-text turns ``action_format`` and ``action_examples``. ``{}`` when no registered game recognises
+    the observation's latest turn message; ``PositionUnreadable`` when one does but the text lacks what
+    its view holds (e.g. the history, in an observation format that leaves it out)."""
+    turn = latest_turn(observation)
+    if turn is None:
+        return {}
+    for game in _readable_games():
+        view = game.read_position(observation)
+        if view is None:
+            continue
+        fixed = turn.action_line.startswith("Legal actions:")
+        legal = _BRACKETED.findall(turn.action_line) if fixed else None
+        info: dict[str, Any] = {"game": game.name, "legal_actions": legal, "view": view}
+        if legal is None:
+            examples = getattr(game, "examples_from_view", None)
+            info["action_format"] = turn.action_line
+            info["action_examples"] = examples(view) if examples is not None else []
+        if game.roles:
+            info["role"] = view["role"]
+        return info
+    return {}
+
+
+def info_from_text(observation: str) -> tuple[dict[str, Any], str | None]:
+    """``read_info``, and where it has no answer the legal actions alone (``recover_info``) with the
+    reason the position could not be read, for the error a failing agent gets."""
+    try:
+        info = read_info(observation)
+    except PositionUnreadable as error:
+        return recover_info(observation), str(error)
+    except (ValueError, LookupError, TypeError) as error:  # text no game wrote (a 5,000-digit "number")
+        return recover_info(observation), f"the position could not be read ({type(error).__name__}: {error})"
+    if info:
+        return info, None
+    return recover_info(observation), "no registered game's turn was recognised in the last user message"
+
+
 def _text(content: Any, where: str) -> str:
     """A message's content as text: a string, or the text parts of a content list."""
     if isinstance(content, str):
@@ -92,6 +156,7 @@ class ChatRequest:
     observation: str
     info: dict[str, Any]
     stream: bool
+    unread: str | None = None  # why the position could not be read from the observation, if it could not
 
 
 def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
@@ -118,12 +183,12 @@ def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
         raise RequestError(400, "'stream' must be true or false", "stream")
     if body.get("n", 1) != 1:
         raise RequestError(400, "only n=1 is supported: the agent gives one answer per request", "n")
-    info = body.get("spiral_info")
+    info, unread = body.get("spiral_info"), None
     if info is None:
-        info = recover_info(observation)
+        info, unread = info_from_text(observation)
     elif not isinstance(info, dict):
         raise RequestError(400, "'spiral_info' must be a JSON object (the env's info dict)", "spiral_info")
-    return ChatRequest(model, observation, info, stream)
+    return ChatRequest(model, observation, info, stream, unread)
 
 
 def _completion(completion_id: str, created: int, model: str, text: str) -> dict[str, Any]:
@@ -154,6 +219,12 @@ def _hostname(value: str) -> str:
     if value.startswith("["):  # [::1]:8000
         return value[1:].split("]", 1)[0]
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _label(agent: str | Agent) -> str:
+    """The served agent's name, safe to show: its spec without ``#options`` (``expert#seed=3`` ->
+    ``expert``), credentials or query."""
+    return describe(split_options(agent)[0] if isinstance(agent, str) else agent)
 
 
 def parse_body(raw: bytes) -> Any:
@@ -187,7 +258,7 @@ def create_app(
     if not 0 <= latency_s < float("inf"):
         raise ValueError(f"latency must be a number of seconds >= 0, got {latency_s!r}")
     player = make_agent(agent)
-    served_model = model_id or describe(agent).split("@", 1)[0]  # never the upstream URL
+    served_model = model_id or _label(agent).split("@", 1)[0]  # never the upstream URL
     # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
     # API agents are thread-safe and slow, so their requests overlap.
     guard = nullcontext() if isinstance(player, APIAgent) else threading.Lock()
@@ -227,9 +298,10 @@ def create_app(
             status = f" (HTTP {error.status})" if error.status else ""
             raise RequestError(502, f"the served agent's upstream failed{status}", kind="upstream_error") from None
         except (ValueError, KeyError, IndexError, TypeError) as error:
+            why = f"{request.unread}, so " if request.unread else ""
             raise RequestError(
                 422,
-                f"the agent could not answer ({type(error).__name__}: {error}); send the env's info as "
+                f"{why}the agent could not answer ({type(error).__name__}: {error}); send the env's info as "
                 "'spiral_info', or end the user message with a 'Legal actions: [a], [b].' line",
                 "spiral_info",
             ) from None
@@ -282,5 +354,5 @@ def serve(
     app = create_app(agent, api_key=api_key, allowed_hosts=allowed, latency_s=latency_s)
     if api_key is None and not loopback:
         print(f"warning: serving on {host} without --api-key: anyone who can reach it can use it", file=sys.stderr)
-    print(f"serving {describe(agent)} at http://{host}:{port}/v1", file=sys.stderr, flush=True)
+    print(f"serving {_label(agent)} at http://{host}:{port}/v1", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="info")

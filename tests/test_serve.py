@@ -128,13 +128,17 @@ def test_the_served_expert_plays_when_sent_the_info(expert_server, fake_keys, en
         assert min(returns) >= 0.0
 
 
-def test_the_served_expert_explains_that_plain_chat_lacks_the_view(expert_server):
+def test_the_served_expert_plays_plain_chat_and_explains_text_it_cannot_read(expert_server):
+    """Without ``spiral_info`` the server reads the position from the observation (more in
+    tests/test_serve_any_client.py); text that is no game's turn gets a 422 saying what to send."""
     env = spiral_arena.make("KuhnPoker-v0")
     env.reset(seed=0)
-    observation = env.last()[0]
-    response = httpx.post(
-        f"{expert_server.url}/chat/completions", json={"messages": [{"role": "user", "content": observation}]}
-    )
+    observation, *_, info = env.last()
+    url = f"{expert_server.url}/chat/completions"
+    response = httpx.post(url, json={"messages": [{"role": "user", "content": observation}]})
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] in info["legal_actions"]
+    response = httpx.post(url, json={"messages": [{"role": "user", "content": "Your move?"}]})
     assert response.status_code == 422
     assert "spiral_info" in response.json()["error"]["message"]
 

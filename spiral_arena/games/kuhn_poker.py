@@ -7,12 +7,14 @@ With ``rounds=1, reward="chips"`` this is exactly OpenSpiel's ``kuhn_poker``.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import re
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from spiral_arena.core.actions import choose
 from spiral_arena.core.game import TERMINAL, Message, TextGame
+from spiral_arena.core.readback import latest_turn
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -138,6 +140,13 @@ _SO_FAR = {
     "b": ("Player 0 bet.", "Player 1 bet."),
     "pb": ("You checked, then Player 1 bet.", "You checked, then Player 0 bet."),
 }
+# The betting so far as the turn message says it -> (history, opener); "You open." says only that the
+# player to act opens.
+_SO_FAR_READ = {text: (history, opener) for history, texts in _SO_FAR.items() for opener, text in enumerate(texts)}
+_TURN = re.compile(
+    r"Round (\d+) of (\d+), you are Player ([01])\. (.+?) Pot: \d+ chips\. "
+    r"Your chips so far: ([+-]\d+)\. Your card: ([JQK])\."
+)
 _OPENING = {CHECK: CHECK, BET: BET}
 _FACING_BET = {FOLD: FOLD, CALL: CALL}
 _ACTION_TEXT = {CHECK: "checks", BET: "bets", CALL: "calls", FOLD: "folds"}
@@ -195,6 +204,26 @@ class KuhnPoker(TextGame):
             "rounds": state.rounds,
             "opener": state.opener,
             "chips": state.chips[player],
+        }
+
+    @staticmethod
+    def read_position(observation: str) -> dict[str, Any] | None:
+        """``player_view`` read back from the observation's latest turn message (any obs_format), or
+        None when that is not a Kuhn poker turn. It reads the player's own card only: the turn
+        message shows no other."""
+        turn = latest_turn(observation)
+        match = None if turn is None else _TURN.fullmatch(turn.message)
+        if match is None or match.group(4) not in _SO_FAR_READ:
+            return None
+        me = int(match.group(3))
+        history, opener = _SO_FAR_READ[match.group(4)]
+        return {
+            "card": CARD_NAMES.index(match.group(6)),
+            "history": history,
+            "round": int(match.group(1)),
+            "rounds": int(match.group(2)),
+            "opener": me if history == "" else opener,
+            "chips": int(match.group(5)),
         }
 
     def legal_action_strings(self, state: KuhnPokerState) -> list[str]:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from spiral_arena.core.actions import InvalidMove, excerpt, extract_token
 from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
+from spiral_arena.core.readback import PositionUnreadable, latest_turn
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -121,6 +123,12 @@ class LiarsDiceState:
 # A normalised token (lower case, single spaces): "bid: 3, 4", "bid 3 4", "bid:3,4".
 _BID = re.compile(r"^bid ?:? ?(\d{1,6}) ?[, ] ?(\d{1,6})$")
 ACTION_HELP = "write [Bid: quantity, face], e.g. [Bid: 2, 5], or [Call]"
+_TURN = re.compile(
+    r"Round (\d+)\. Your dice: (\d+(?: \d+)*)\. Your opponent has (\d+) dice; (\d+) dice are in play\. "
+    r"(?:No bid yet this round: open it with a bid\.|Bids this round \(quantity x face\): (.+)\. "
+    r"Current bid: Player ([01]) claims at least (\d+) (?:die shows|dice show) (\d+)\.)"
+)
+_BID_SHOWN = re.compile(r"Player ([01]): (\d+) x (\d+)")
 
 PROMPT = """\
 You are Player {me} in Liar's Dice, a zero-sum bluffing game for two players. Each player starts \
@@ -206,6 +214,34 @@ class LiarsDice(TextGame):
             "bidder": None if current is None else current[0],
             "history": [(p, q, f) for p, (q, f) in state.bids],
             "round": state.round,
+        }
+
+    @staticmethod
+    def read_position(observation: str) -> dict[str, Any] | None:
+        """``player_view`` read back from the observation's latest turn message (any obs_format), or
+        None when that is not a Liar's Dice turn. Only the player's own dice are shown, so only those
+        are read."""
+        turn = latest_turn(observation)
+        match = None if turn is None else _TURN.fullmatch(turn.message)
+        if match is None:
+            return None
+        round_, dice, theirs, in_play, bids, bidder, quantity, face = match.groups()
+        history = []
+        if bids is not None:
+            shown = bids.split("; ")
+            history = [tuple(int(g) for g in m.groups()) for m in map(_BID_SHOWN.fullmatch, shown) if m is not None]
+            if len(history) != len(shown) or history[-1] != (int(bidder), int(quantity), int(face)):
+                raise PositionUnreadable("LiarsDice", "a readable list of this round's bids")
+        my_dice = [int(d) for d in dice.split()]
+        return {
+            "my_dice": my_dice,
+            "my_dice_count": len(my_dice),
+            "opponent_dice_count": int(theirs),
+            "dice_in_play": int(in_play),
+            "current_bid": None if bids is None else (int(quantity), int(face)),
+            "bidder": None if bids is None else int(bidder),
+            "history": history,
+            "round": int(round_),
         }
 
     def legal_action_strings(self, state: LiarsDiceState) -> list[str]:

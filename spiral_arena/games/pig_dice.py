@@ -6,10 +6,14 @@ player-turns (turns, not actions); then the higher score wins and equal scores d
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import numpy as np
 
 from spiral_arena.core.actions import choose
 from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
+from spiral_arena.core.readback import latest_turn
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -78,6 +82,10 @@ class PigDiceState:
 
 _OPTIONS = {"roll": ROLL, "r": ROLL, "hold": HOLD, "h": HOLD}
 _LEGAL_STRINGS = ["[roll]", "[hold]"]
+_TURN = re.compile(
+    r"Turn (\d+) of (\d+) \(both players' turns counted\)\. Scores: you (\d+), opponent (\d+) "
+    r"\(target (\d+)\)\. Your turn total: (\d+)\."
+)
 
 PROMPT = """\
 You are Player {me} in Pig, a zero-sum dice game for two players. Player 0 takes the first turn, \
@@ -131,6 +139,23 @@ class PigDice(TextGame):
             "turn_total": state.turn_total,
             "turns_left": state.max_turns - state.turns_played,
             "target": state.target,
+        }
+
+    @staticmethod
+    def read_position(observation: str) -> dict[str, Any] | None:
+        """``player_view`` read back from the observation's latest turn message (any obs_format), or
+        None when that is not a Pig turn."""
+        turn = latest_turn(observation)
+        match = None if turn is None else _TURN.fullmatch(turn.message)
+        if match is None:
+            return None
+        played, max_turns, mine, theirs, target, turn_total = (int(g) for g in match.groups())
+        return {
+            "my_score": mine,
+            "opponent_score": theirs,
+            "turn_total": turn_total,
+            "turns_left": max_turns - (played - 1),
+            "target": target,
         }
 
     def legal_action_strings(self, state: PigDiceState) -> list[str]:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from spiral_arena.core.actions import InvalidMove, excerpt, extract_answer
 from spiral_arena.core.game import TERMINAL, Message, TextGame
+from spiral_arena.core.readback import PositionUnreadable, latest_turn
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -178,6 +180,39 @@ def describe(bundle: Bundle) -> str:
     return " and ".join(parts) or "nothing"
 
 
+_SHOWN_BUNDLE = r"(nothing|\d+ Wood(?: and \d+ Gold)?|\d+ Gold)"  # what ``describe`` writes
+_TURN = re.compile(
+    r"You hold (\d+) Wood and (\d+) Gold \(worth (\d+) to you\)\. Messages left in the game: (\d+)\. "
+    rf"(?:(No offer is open\.)|Your open offer: you give {_SHOWN_BUNDLE} for {_SHOWN_BUNDLE}\.|"
+    rf"Open offer to you: Player ([01]) gives {_SHOWN_BUNDLE} and asks for {_SHOWN_BUNDLE}\. "
+    r"You may \[Accept\] or \[Deny\] it\.)"
+)
+_SHOWN_ITEM = re.compile(r"(\d+) (Wood|Gold)")
+TOTALS = tuple(2 * n for n in START_HOLDINGS)  # trades move goods between the players only
+
+
+def read_bundle(text: str) -> Bundle:
+    """The inverse of ``describe``: ``"3 Wood and 2 Gold"`` -> ``(3, 2)``, ``"nothing"`` -> ``(0, 0)``."""
+    amounts = dict.fromkeys(RESOURCES, 0)
+    for n, name in _SHOWN_ITEM.findall(text):
+        amounts[name] = int(n)
+    return (amounts["Wood"], amounts["Gold"])
+
+
+def _examples(me: int, mine: Bundle, theirs: Bundle, pending: Offer | None) -> list[str]:
+    """A few well-formed messages valid for ``me`` holding ``mine`` against ``theirs``."""
+    examples = ["Let us keep talking."]
+    if pending is not None and pending.proposer != me:
+        examples.append("[Deny]")
+        if covers(list(mine), pending.ask):
+            examples.append("[Accept]")
+    for give_r in (0, 1):
+        for n_give in range(1, min(3, mine[give_r]) + 1):
+            for n_ask in range(1, min(3, theirs[1 - give_r]) + 1):
+                examples.append(f"[Offer: {n_give} {RESOURCES[give_r]} -> {n_ask} {RESOURCES[1 - give_r]}]")
+    return examples
+
+
 class SimpleNegotiation(TextGame):
     name = "SimpleNegotiation"
     description = "Trade Wood and Gold valued differently by each side; 10 messages; larger gain wins."
@@ -226,17 +261,40 @@ class SimpleNegotiation(TextGame):
 
     def action_examples(self, state: SimpleNegotiationState) -> list[str]:
         me = state.current_player
-        mine, theirs = state.holdings[me], state.holdings[1 - me]
-        examples = ["Let us keep talking."]
-        if state.pending is not None and state.pending.proposer != me:
-            examples.append("[Deny]")
-            if covers(mine, state.pending.ask):
-                examples.append("[Accept]")
-        for give_r in (0, 1):
-            for n_give in range(1, min(3, mine[give_r]) + 1):
-                for n_ask in range(1, min(3, theirs[1 - give_r]) + 1):
-                    examples.append(f"[Offer: {n_give} {RESOURCES[give_r]} -> {n_ask} {RESOURCES[1 - give_r]}]")
-        return examples
+        return _examples(me, state.holdings[me], state.holdings[1 - me], state.pending)
+
+    @staticmethod
+    def examples_from_view(view: dict[str, Any]) -> list[str]:
+        """``action_examples`` from the acting player's view (what ``read_position`` gives)."""
+        actions = MAX_ACTIONS - view["actions_left"]
+        me = actions % 2  # turns alternate, Player 0 first
+        mine = tuple(view["holdings"])
+        theirs = (TOTALS[0] - mine[0], TOTALS[1] - mine[1])
+        pending = view["pending"]
+        offer = None if pending is None else Offer(pending["proposer"], tuple(pending["give"]), tuple(pending["ask"]))
+        return _examples(me, mine, theirs, offer)
+
+    @staticmethod
+    def read_position(observation: str) -> dict[str, Any] | None:
+        """``player_view`` read back from the observation's latest turn message (any obs_format), or
+        None when that is not a negotiation turn. Turns alternate from Player 0, so the messages left
+        say who is acting, and so whose prices hold."""
+        turn = latest_turn(observation)
+        match = None if turn is None else _TURN.fullmatch(turn.message)
+        if match is None:
+            return None
+        wood, gold, worth, left = (int(g) for g in match.group(1, 2, 3, 4))
+        me = (MAX_ACTIONS - left) % 2
+        values = VALUES[me]
+        if not 1 <= left <= MAX_ACTIONS or wood * values[0] + gold * values[1] != worth:
+            raise PositionUnreadable("SimpleNegotiation", "a consistent position (holdings, worth and messages left)")
+        pending = None
+        if match.group(6) is not None:  # the player's own offer is still open
+            pending = {"proposer": me, "give": read_bundle(match.group(6)), "ask": read_bundle(match.group(7))}
+        elif match.group(8) is not None:
+            give, ask = read_bundle(match.group(9)), read_bundle(match.group(10))
+            pending = {"proposer": int(match.group(8)), "give": give, "ask": ask}
+        return {"holdings": (wood, gold), "values": values, "pending": pending, "actions_left": left}
 
     def turn_message(self, state: SimpleNegotiationState, player: int) -> str:
         w, g = state.holdings[player]

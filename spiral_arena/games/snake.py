@@ -9,6 +9,7 @@ one step.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from pettingzoo import ParallelEnv
 from spiral_arena.core.actions import InvalidMove, choose
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
+from spiral_arena.core.readback import PositionUnreadable, cells, latest_turn
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -169,6 +171,32 @@ def _cells(cells: list[Cell]) -> str:
     return ", ".join(f"({x}, {y})" for x, y in cells) or "none"
 
 
+_CELLS_SHOWN = r"(none|\(\d+, \d+\)(?:, \(\d+, \d+\))*)"  # what ``_cells`` writes
+_TURN = re.compile(
+    r"Round (\d+) of (\d+)\. Apples eaten: you (\d+), opponent (\d+)\.\n"
+    r"(?:Last round: Player 0 moved \w+, Player 1 moved \w+\.\n)?"
+    r"(?:Player 0 has chosen a move; both moves are shown once you have chosen yours\.\n)?"
+    + re.escape(f"Board ({_LEGEND}):")
+    + r"\n(.*)\n"
+    rf"Your snake \(Player ([01])\): head \((\d+), (\d+)\), body {_CELLS_SHOWN}, length (\d+)\.\n"
+    rf"Opponent's snake \(Player ([01])\): head \((\d+), (\d+)\), body {_CELLS_SHOWN}, length (\d+)\.\n"
+    rf"Apples: {_CELLS_SHOWN}\.",
+    re.DOTALL,
+)
+_BOARD_ROW = re.compile(r" *(\d+) \| (.*) \|")
+
+
+def _board_size(board: str) -> tuple[int, int] | None:
+    """(width, height) of a board drawn by ``Snake.render``, or None if it is not one."""
+    rows = [_BOARD_ROW.fullmatch(line) for line in board.split("\n")[1:-2]]
+    if not rows or None in rows:
+        return None
+    width, height = len(rows[0].group(2).split()), len(rows)
+    if any(int(r.group(1)) != height - 1 - i or len(r.group(2).split()) != width for i, r in enumerate(rows)):
+        return None
+    return width, height
+
+
 class Snake(TextGame):
     name = "Snake"
     description = "Two snakes on a small grid move simultaneously, eat apples, and must not crash."
@@ -255,6 +283,42 @@ class Snake(TextGame):
             "opponent_score": state.scores[1 - player],
             "round": state.round + 1,
             "rounds": state.rounds,
+        }
+
+    @staticmethod
+    def read_position(observation: str) -> dict[str, Any] | None:
+        """``player_view`` read back from the observation's latest turn message (any obs_format), or
+        None when that is not a Snake turn: the size from the drawn board, the snakes and apples from
+        the cell lists under it. Player 0's pending choice is never shown to Player 1, nor read."""
+        turn = latest_turn(observation)
+        match = None if turn is None else _TURN.fullmatch(turn.message)
+        if match is None:
+            return None
+        (round_, rounds, my_score, their_score, board) = match.group(1, 2, 3, 4, 5)
+        size = _board_size(board)
+        bodies = []
+        for first in (6, 11):  # player, head x, head y, the rest of the body, length
+            head = (int(match.group(first + 1)), int(match.group(first + 2)))
+            bodies.append([head, *cells(match.group(first + 3))])
+            if len(bodies[-1]) != int(match.group(first + 4)):
+                bodies = []
+                break
+        if size is None or not bodies:
+            raise PositionUnreadable("Snake", "a readable board and snakes")
+        me = int(match.group(6))
+        return {
+            "width": size[0],
+            "height": size[1],
+            "me": me,
+            "my_head": bodies[0][0],
+            "my_body": bodies[0],
+            "opponent_head": bodies[1][0],
+            "opponent_body": bodies[1],
+            "apples": cells(match.group(16)),
+            "my_score": int(my_score),
+            "opponent_score": int(their_score),
+            "round": int(round_),
+            "rounds": int(rounds),
         }
 
     def legal_action_strings(self, state: SnakeState) -> list[str]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import numpy as np
 
 from spiral_arena.core.actions import choose
 from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
+from spiral_arena.core.readback import PositionUnreadable, latest_turn
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -54,6 +58,8 @@ MARKS = ("O", "X")  # player 0 draws O, as in TextArena
 _CELL_KEYS = [str(c) for c in range(9)]
 _CELL_STRINGS = [f"[{c}]" for c in range(9)]
 _BOARD = " {} | {} | {}\n---+---+---\n {} | {} | {}\n---+---+---\n {} | {} | {}"
+_TURN = re.compile(r"Board \(you are '([OX])'; numbers are empty cells\):\n(.*)", re.DOTALL)
+_BOARD_READ = re.compile(re.escape(_BOARD).replace(r"\{\}", r"(\S)"))
 
 PROMPT = """\
 You are Player {me} in Tic-Tac-Toe, a zero-sum game for two players. Your mark is '{mark}'; \
@@ -90,6 +96,20 @@ class TicTacToe(TextGame):
     def player_view(self, state: TicTacToeState, player: int) -> dict:
         """board: 9 cells, -1 empty else the player index; me: your index."""
         return {"board": list(state.board), "me": player}
+
+    @staticmethod
+    def read_position(observation: str) -> dict[str, Any] | None:
+        """``player_view`` read back from the observation's latest turn message (any obs_format), or
+        None when that is not a Tic-Tac-Toe turn."""
+        turn = latest_turn(observation)
+        head = None if turn is None else _TURN.fullmatch(turn.message)
+        if head is None:
+            return None
+        board = _BOARD_READ.fullmatch(head.group(2))
+        marks = board.groups() if board is not None else ()
+        if len(marks) != 9 or any(m not in (*MARKS, _CELL_KEYS[i]) for i, m in enumerate(marks)):
+            raise PositionUnreadable("TicTacToe", "a readable board (nine cells, each a mark or its number)")
+        return {"board": [MARKS.index(m) if m in MARKS else EMPTY for m in marks], "me": MARKS.index(head.group(1))}
 
     def legal_action_strings(self, state: TicTacToeState) -> list[str]:
         board = state.board

@@ -21,6 +21,7 @@ import numpy as np
 from spiral_arena.core.actions import InvalidMove, extract_answer, normalize
 from spiral_arena.core.game import TERMINAL, Message, TextGame
 from spiral_arena.core.observations import sanitize
+from spiral_arena.core.readback import PositionUnreadable, latest_turn, transcript
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -206,6 +207,35 @@ _CHAT_EXAMPLES = (
 )
 
 
+_EMPTY_MESSAGE = "(an empty message)"
+_TURN = re.compile(
+    r"Action ([1-6]) of 6\. (?:Your message ([1-3]) of ([1-3]) to the (Deceiver|Guesser)\."
+    r"(?: This is your last message\.)?|(Your answer: which fact is true\? Reply with \[Fact 1\] or \[Fact 2\]\.))\n"
+    r"Fact 1: (.*)\nFact 2: (.*)\n(?:Fact ([12]) is the true one \(only you know this\)\.|"
+    r"One of them is true and the other is false\.)"
+)
+# The game's own messages, as opposed to the players' chat.
+_GAME_MESSAGES = ("You are Player ", "The two facts:", "Your turn. ", "The conversation is over.", "Invalid move: ")
+
+
+def _read_conversation(observation: str) -> list[tuple[str, str]] | None:
+    """The chat so far as (role, text) pairs, from a full transcript; None when the observation does not
+    hold one (the start message with the facts is missing). A chat message holding a blank line and
+    ``[GAME] `` reads as two messages: the part that is not the game's own is joined back on."""
+    messages = transcript(observation)
+    if not any(m.startswith("The two facts:") for m in messages):
+        return None
+    conversation: list[tuple[str, str]] = []
+    for message in messages:
+        role, says, text = message.partition(" says: ")
+        if says and role in ROLES:
+            conversation.append((role, "" if text == _EMPTY_MESSAGE else text))
+        elif conversation and not message.startswith(_GAME_MESSAGES):
+            role, text = conversation[-1]
+            conversation[-1] = (role, f"{text}\n\n[GAME] {message}")
+    return conversation
+
+
 def _facts_text(state: TruthAndDeceptionState, player: int) -> str:
     lines = f"Fact 1: {state.facts[0]}\nFact 2: {state.facts[1]}"
     if player == DECEIVER:
@@ -265,6 +295,48 @@ class TruthAndDeception(TextGame):
             "phase": state.phase,
             "conversation": [(ROLES[p], text) for p, text in state.conversation],
         }
+
+    @staticmethod
+    def read_position(observation: str) -> dict[str, Any] | None:
+        """``player_view`` read back from the observation's latest turn message (any obs_format), or
+        None when that is not a Truth and Deception turn. Only the Deceiver's observation says which
+        fact is true. After action 1 the view holds the conversation, which only a full transcript
+        (``obs_format="full"``, the default) shows: other formats raise ``PositionUnreadable``, as
+        does a transcript whose messages do not add up to the action's number (a chat message that
+        imitates the game's lines)."""
+        turn = latest_turn(observation)
+        match = None if turn is None else _TURN.fullmatch(turn.message)
+        if match is None:
+            return None
+        action, mine, of, to, guess, fact_1, fact_2, true_fact = match.groups()
+        role = "Guesser" if guess is not None or to == "Deceiver" else "Deceiver"
+        if (true_fact is not None) != (role == "Deceiver"):
+            return None
+        turn_number = int(action)
+        expected = turn_number - 1
+        conversation = _read_conversation(observation) if expected else []
+        if conversation is None:
+            raise PositionUnreadable(
+                "TruthAndDeception", "the conversation so far (only obs_format='full', the default, shows it)"
+            )
+        roles = [ROLES[p] for p in SCHEDULE[:expected]]
+        if [r for r, _ in conversation] != roles:
+            raise PositionUnreadable(
+                "TruthAndDeception", f"a readable conversation ({expected} messages in turn, {len(conversation)} found)"
+            )
+        return {
+            "role": role,
+            "facts": (fact_1, fact_2),
+            "true_fact": None if true_fact is None else int(true_fact),
+            "turn": turn_number,
+            "phase": "guess" if guess is not None else "chat",
+            "conversation": conversation,
+        }
+
+    @staticmethod
+    def examples_from_view(view: dict[str, Any]) -> list[str]:
+        """``action_examples`` from the acting player's view (what ``read_position`` gives)."""
+        return list(_CHAT_EXAMPLES[ROLES.index(view["role"])]) if view["phase"] == "chat" else []
 
     def legal_action_strings(self, state: TruthAndDeceptionState) -> list[str] | None:
         return None if state.phase == "chat" else list(_GUESS_STRINGS)

@@ -44,6 +44,7 @@ import numpy as np
 from spiral_arena.core.actions import extract_answer
 from spiral_arena.core.game import TERMINAL, Message, TextGame
 from spiral_arena.core.observations import sanitize
+from spiral_arena.core.readback import PositionUnreadable, latest_turn, transcript
 from spiral_arena.games.twenty_questions_oracles import (
     Oracle,
     OracleError,
@@ -236,6 +237,34 @@ WORD_SOURCES = ("builtin", *BUILTIN_SPLITS, *REMOTE_LISTS)
 RECAP_WORDS = {"yes": "yes", "no": "no", "invalid": "invalid, no answer", "repeated": "repeated, no answer"}
 
 
+_VERDICT_OF_FEEDBACK = {text: verdict for verdict, text in FEEDBACK.items()}
+_VERDICT_OF_RECAP = {**{text: verdict for verdict, text in RECAP_WORDS.items()}, "no answer": "error"}
+_TURN = re.compile(r"(?:Answers so far:\n(.*)\n)?Questions left: (\d+) of (\d+)\.", re.DOTALL)
+_RECAP_LINE = re.compile(r"(\d+)\. (.*) -> (" + "|".join(map(re.escape, _VERDICT_OF_RECAP)) + r")")
+_ANSWERED = re.compile(
+    r"Question (\d+): (.*)\nAnswer: (" + "|".join(map(re.escape, _VERDICT_OF_FEEDBACK)) + r")", re.DOTALL
+)
+
+
+def _read_questions(observation: str, recap: str | None) -> list[dict[str, str]]:
+    """The questions so far with their verdicts: from the turn message's recap when it has one (a line
+    per question; a question with a line break, always invalid, is not read), else from the
+    "Question N: ... Answer: ..." messages of a full transcript. [] when they are not numbered 1, 2..."""
+    if recap is not None:
+        matches = (_RECAP_LINE.fullmatch(line) for line in recap.split("\n"))
+        found = [(int(m[1]), m[2], _VERDICT_OF_RECAP[m[3]]) if m else (0, "", "") for m in matches]
+    else:
+        matches = (_ANSWERED.fullmatch(m) for m in transcript(observation))
+        found = [(int(m[1]), m[2], _VERDICT_OF_FEEDBACK[m[3]]) for m in matches if m is not None]
+    if [n for n, _, _ in found] != list(range(1, len(found) + 1)):
+        return []
+    return [{"question": question, "answer": verdict} for _, question, verdict in found]
+
+
+def _unasked_examples(bank: Sequence[str], asked: set[str]) -> list[str]:
+    return list(itertools.islice((q for q in bank if repeat_key(q) not in asked), _EXAMPLES_SHOWN))
+
+
 def builtin_split(nouns: Sequence[str], split: str) -> tuple[str, ...]:
     """The ``builtin_train`` or ``builtin_test`` part of the table's nouns."""
     held_out = split == "builtin_test"
@@ -356,8 +385,41 @@ class TwentyQuestions(TextGame):
 
     def action_examples(self, state: TwentyQuestionsState) -> list[str]:
         """The next few table questions not yet answered (the same for every secret)."""
-        asked = {repeat_key(t.question) for t in state.turns}
-        return list(itertools.islice((q for q in self.example_bank if repeat_key(q) not in asked), _EXAMPLES_SHOWN))
+        return _unasked_examples(self.example_bank, {repeat_key(t.question) for t in state.turns})
+
+    @staticmethod
+    def examples_from_view(view: dict[str, Any]) -> list[str]:
+        """``action_examples`` from the questioner's view (what ``read_position`` gives)."""
+        return _unasked_examples(canonical_questions(), {repeat_key(q["question"]) for q in view["questions"]})
+
+    @staticmethod
+    def read_position(observation: str) -> dict[str, Any] | None:
+        """The questioner's view read back from its observation, or None when the latest turn message is
+        not a Twenty Questions turn. It holds ``questions`` (each as shown: over-long questions cut, and
+        characters outside the observation charset as '?'), ``questions_asked``, ``questions_left`` and
+        ``max_questions``; the verdicts' penalties and the oracle's details are not shown, so not read.
+        The questions come from a full transcript (``obs_format="full"``, the default) or from the
+        recap of ``recap=true``; other observations raise ``PositionUnreadable`` once a question was asked.
+        """
+        turn = latest_turn(observation)
+        match = None if turn is None else _TURN.fullmatch(turn.message)
+        if match is None:
+            return None
+        recap, left, max_questions = match.group(1), int(match.group(2)), int(match.group(3))
+        asked = max_questions - left
+        questions = _read_questions(observation, recap) if asked else []
+        if len(questions) != asked:
+            raise PositionUnreadable(
+                "TwentyQuestions",
+                f"the {asked} question{'' if asked == 1 else 's'} asked so far with their answers "
+                "(obs_format='full', the default, or recap=true shows them)",
+            )
+        return {
+            "questions": questions,
+            "questions_asked": asked,
+            "questions_left": left,
+            "max_questions": max_questions,
+        }
 
     def player_view(self, state: TwentyQuestionsState, player: int) -> dict[str, Any]:
         """questions: each asked question with its verdict (yes, no, invalid, repeated, error);
