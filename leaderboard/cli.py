@@ -6,9 +6,10 @@ every run under ./runs, on the three training games) and prints the table. ``--r
 it is checked before any game is played. Single-player games (Twenty Questions) in ``--games`` are played
 by every agent alone on the same seeds and get a success-rate table instead of ratings. ``--weighting``,
 ``--min-games`` and ``--max-interval`` (``run`` and ``show``) set how the overall fit weighs game ids and
-when a rating is provisional; their defaults live in ``leaderboard.standings``. ``--price MODEL=IN/OUT``
+when a rating is provisional; their defaults live in ``leaderboard.settings``. ``--price MODEL=IN/OUT``
 (``run`` and ``show``, repeatable) prices API agents' tokens for the cost columns; bad prices fail
-before any game is played.
+before any game is played. ``run --reference-pool FILE`` takes its entrants, games, games per pair and
+seed from a frozen benchmark file and adds the ``--agents`` to it (see ``leaderboard.reference_pool``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _csv(text: str) -> list[str]:
 
 def _add_rating_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags that decide how standings are fitted and judged, the same for ``run`` and ``show``."""
-    from leaderboard.standings import DEFAULT_WEIGHTING, MAX_INTERVAL, MIN_GAMES, WEIGHTINGS
+    from leaderboard.settings import DEFAULT_WEIGHTING, MAX_INTERVAL, MIN_GAMES, WEIGHTINGS
 
     parser.add_argument(
         "--weighting",
@@ -61,7 +62,7 @@ def _add_rating_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_price_argument(parser: argparse.ArgumentParser) -> None:
-    from leaderboard.standings import PRICE_EXAMPLE, PRICE_FORM, RATING_PER_CENT
+    from leaderboard.settings import PRICE_EXAMPLE, PRICE_FORM, RATING_PER_CENT
 
     parser.add_argument(
         "--price",
@@ -93,20 +94,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--agents",
         default=None,
         help="comma-separated entries [NAME=]SPEC[#OPTION=VALUE...], e.g. random,expert#alpha=0.2,hf:PATH "
-        "(default: random, expert and the latest checkpoint of each run under ./runs)",
+        "(default: random, expert and the latest checkpoint of each run under ./runs; with --reference-pool: "
+        "the agents to add to the pool, none by default)",
     )
     run.add_argument(
+        "--reference-pool",
+        type=Path,
+        metavar="FILE",
+        help="a frozen benchmark (TOML: agents, games, games_per_pair, seed; see "
+        "leaderboard/reference_pool.example.toml): its agents play each other and every --agents entry plays "
+        "each of them, on its games and seeds; games already stored are reused, never replayed. Replaces "
+        "--games, --games-per-pair and --seed",
+    )
+    # --games, --games-per-pair and --seed default to None so that giving one with --reference-pool is an error
+    run.add_argument(
         "--games",
-        default=",".join(DEFAULT_GAMES),
+        default=None,
         help="comma-separated env ids, each with options if any (ID:key=value;key=value); "
-        "options are part of the game's identity (default: %(default)s)",
+        f"options are part of the game's identity (default: {','.join(DEFAULT_GAMES)})",
     )
     run.add_argument(
         "--games-per-pair",
         type=int,
-        default=DEFAULT_GAMES_PER_PAIR,
+        default=None,
         help="games per pair and game id, even: each seed is played from both seats; in single-player games, "
-        "games per agent (any number >= 1, seeds SEED, SEED+1, ... for every agent) (default: %(default)s)",
+        "games per agent (any number >= 1, seeds SEED, SEED+1, ... for every agent) "
+        f"(default: {DEFAULT_GAMES_PER_PAIR})",
     )
     run.add_argument("--db", default=DEFAULT_DB, help="SQLite file of results (default: %(default)s)")
     run.add_argument("--workers", type=int, default=1, help="worker processes (default: %(default)s)")
@@ -117,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "requests overlap and hf: agents generate in batches (default: 32 when an entrant is an API or hf: "
         "agent, else 1)",
     )
-    run.add_argument("--seed", type=int, default=0, help="first game seed; seeds are SEED, SEED+1, ... (default: 0)")
+    run.add_argument("--seed", type=int, default=None, help="first game seed; seeds are SEED, SEED+1, ... (default: 0)")
     run.add_argument("--retry-errors", action="store_true", help="play again the games stored as errors")
     run.add_argument("--runs", default="runs", help="where to look for checkpoints without --agents (default: runs)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -188,7 +201,7 @@ def _parsed(text: Any, kind: Callable[[str], Any]) -> Any:
 def _rating_options(args: argparse.Namespace) -> dict[str, Any]:
     """``--weighting``, ``--min-games`` and ``--max-interval`` as ``compute`` keywords, or one ValueError
     naming every bad value and what is valid, raised before any game is played."""
-    from leaderboard.standings import WEIGHTINGS
+    from leaderboard.settings import WEIGHTINGS
 
     problems = []
     if args.weighting not in WEIGHTINGS:
@@ -204,22 +217,47 @@ def _rating_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"weighting": args.weighting, "min_games": min_games, "max_interval": max_interval}
 
 
+def _field(args: argparse.Namespace) -> tuple[list, list[str], int, int, list[str] | None]:
+    """Who plays what: (entrants, env ids, games per pair, first seed, the reference pool's labels or None),
+    from ``--reference-pool`` and ``--agents``, or from ``--agents``, ``--games``, ``--games-per-pair`` and
+    ``--seed``; every check that needs no database, as one ValueError."""
+    from leaderboard.entrants import default_entrants, parse_entrant, parse_entrants
+    from leaderboard.reference_pool import load_pool
+    from leaderboard.schedule import DEFAULT_GAMES, check_games
+
+    if args.reference_pool is None:
+        entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
+        games = check_games(_csv(args.games if args.games is not None else ",".join(DEFAULT_GAMES)))
+        per_pair = DEFAULT_GAMES_PER_PAIR if args.games_per_pair is None else args.games_per_pair
+        return entrants, games, per_pair, 0 if args.seed is None else args.seed, None
+    given = [flag for flag in ("games", "games_per_pair", "seed") if getattr(args, flag) is not None]
+    if given:
+        flags = ", ".join(f"--{flag.replace('_', '-')}" for flag in given)
+        raise ValueError(
+            f"{flags}: the reference pool {args.reference_pool} fixes the games, games per pair and seed; drop {flags}"
+        )
+    pool = load_pool(args.reference_pool)
+    entrants = pool.with_agents([parse_entrant(item) for item in _csv(args.agents or "")])
+    return entrants, list(pool.games), pool.games_per_pair, pool.seed, pool.labels
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard import store
-    from leaderboard.entrants import default_entrants, parse_entrants
+    from leaderboard.reference_pool import stored_problems
     from leaderboard.runner import run
-    from leaderboard.schedule import check_games
     from leaderboard.standings import compute, parse_prices
     from spiral_arena.agents import options_problem, spec_problem
 
     concurrency = _concurrency(args.concurrency)
     rating_options = _rating_options(args)
     prices = parse_prices(args.price)
-    entrants = default_entrants(Path(args.runs)) if args.agents is None else parse_entrants(args.agents)
+    entrants, games, games_per_pair, seed, reference = _field(args)  # canonical ids, before any model loads
     problems = [
         p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
     ]
     problems += _output_problems(args)
+    if reference is not None:  # the pool's stored games are reused by label: each must be the same agent
+        problems += stored_problems(args.db, entrants)
     if problems:  # a missing model, a bad option or an unwritable output fails now, not game by game
         raise ValueError("; ".join(problems))
     reasoning = None
@@ -227,17 +265,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         from leaderboard.reasoning import load_column
 
         reasoning = load_column(args.reasoning, {e.label: e.spec for e in entrants})
-    games = check_games(_csv(args.games))  # canonical ids, checked before any model loads
+    if reference is not None:
+        added = [e.label for e in entrants if e.label not in reference]
+        print(
+            f"reference pool {args.reference_pool}: {len(reference)} agents, {games_per_pair} games per pair from "
+            f"seed {seed} on {', '.join(games)}; added: {', '.join(added) or 'none'}"
+        )
     summary = run(
         args.db,
         entrants,
         games,
-        args.games_per_pair,
-        seed=args.seed,
+        games_per_pair,
+        seed=seed,
         workers=args.workers,
         retry_errors=args.retry_errors,
         progress=False if args.no_progress else None,
         concurrency=concurrency,
+        reference=reference,
     )
     print(
         f"{summary.scheduled} games scheduled: {summary.already_stored} already stored, {summary.played} played, "
@@ -247,7 +291,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         labels = [e.label for e in entrants]
         agents = store.load_agents(conn)
-        standings = compute(store.load_games(conn, games, labels), agents, **rating_options)
+        rated = store.load_games(conn, games, labels)
+        if reference is not None:  # the pool's games and seeds only: no other game between these labels
+            rated = [g for g in rated if (g.env_id, g.player0, g.player1, g.seed) in summary.keys]
+        standings = compute(rated, agents, **rating_options)
     finally:
         conn.close()
     standings.reasoning = reasoning

@@ -68,6 +68,7 @@ POLL_S = 0.2
 MAX_CHUNK = 64
 MODEL_CONCURRENCY = 32  # the default games in flight when an entrant waits on a network or a model
 STOP_GRACE_S = 5.0  # how long a worker told to terminate may take before it is killed
+INTERRUPTED = "interrupted: the games finished so far are stored; run the same command again to play the rest"
 
 
 def agent_seed(game_seed: int, seat: int, own_seed: int) -> int:
@@ -467,6 +468,7 @@ class RunSummary:
     already_stored: int
     played: int
     errors: list[store.StoredGame] = field(default_factory=list)  # error games among the scheduled ones
+    keys: frozenset[tuple[str, str, str, int]] = frozenset()  # the scheduled games' keys
 
 
 def run(
@@ -479,17 +481,21 @@ def run(
     retry_errors: bool = False,
     progress: bool | None = None,
     concurrency: int | None = None,
+    reference: Sequence[str] | None = None,
 ) -> RunSummary:
     """Play every scheduled game not yet stored: ``games_per_pair`` per pair in two-player games, per agent
     in single-player ones. ``progress=None`` shows a bar when stderr is a terminal. ``concurrency``: games
     in flight per process, with the same results as one at a time; None is ``default_concurrency``:
-    ``MODEL_CONCURRENCY`` (32) when an entrant is an API or ``hf:`` agent, else 1."""
+    ``MODEL_CONCURRENCY`` (32) when an entrant is an API or ``hf:`` agent, else 1. ``reference``: the
+    labels of a reference pool among ``entrants``; the others then play the pool only (``schedule``).
+    Ctrl-C stops the run at once, with any number of workers (the games in hand are lost, never half-stored),
+    with one line saying that the same command resumes it."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     concurrency = default_concurrency(entrants) if concurrency is None else check_concurrency(concurrency)
     labels = [e.label for e in entrants]
     env_ids = check_games(env_ids)  # canonical spellings: the ids games are stored under
-    jobs = schedule(labels, env_ids, games_per_pair, seed)
+    jobs = schedule(labels, env_ids, games_per_pair, seed, reference)
     conn = store.connect(db_path)
     try:
         keys = {job.key for job in jobs}
@@ -505,6 +511,9 @@ def run(
                     for row in player.play(todo):
                         store.insert_game(conn, row)
                         bar.update()
+                except KeyboardInterrupt:  # each game is committed on its own: nothing half-stored
+                    bar.write(INTERRUPTED, file=sys.stderr)
+                    raise
                 finally:
                     player.close()
             else:
@@ -513,7 +522,7 @@ def run(
         played = sum(job.key in stored for job in todo)
         scheduled = store.load_games(conn, env_ids, labels)
         errors = [g for g in scheduled if g.error is not None and (g.env_id, g.player0, g.player1, g.seed) in keys]
-        return RunSummary(len(jobs), len(done), played, errors)
+        return RunSummary(len(jobs), len(done), played, errors, frozenset(keys))
     finally:
         conn.close()
 
@@ -564,10 +573,7 @@ def _run_workers(
             bar.update(count - shown)
             shown = count
     except KeyboardInterrupt:
-        bar.write(
-            "interrupted: the games finished so far are stored; run the same command again to play the rest",
-            file=sys.stderr,
-        )
+        bar.write(INTERRUPTED, file=sys.stderr)
         raise
     finally:
         _stop(processes, terminate=bool(asking))  # workers not told to stop: Ctrl-C, a dead worker, an error

@@ -11,13 +11,14 @@ database's unique key, with ``player1`` = ``store.NO_PLAYER`` in single-player g
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from leaderboard.store import NO_PLAYER
 from spiral_arena.registry import canonical_env_id, make, parse_env_id, spec
 
 DEFAULT_GAMES = ("TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0")  # the SPIRAL training games
+SEED_MAX = 2**63 - 1  # the largest seed a game row can store (an SQLite INTEGER)
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,13 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_field(labels: Sequence[str], seed: int) -> None:
+def _check_field(labels: Sequence[str], seed: int, seeds: int) -> None:
+    """Distinct labels, and ``seeds`` seeds from ``seed`` that the store can hold."""
     if not _is_int(seed) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if seed + seeds - 1 > SEED_MAX:
+        last = seed + seeds - 1
+        raise ValueError(f"seeds run from {seed} to {last}; the last must be at most {SEED_MAX} (2**63 - 1)")
     if len(set(labels)) != len(labels):
         raise ValueError("agent labels must be distinct")
 
@@ -82,7 +87,7 @@ def round_robin(labels: Sequence[str], env_ids: Sequence[str], games_per_pair: i
             "games per pair must be an even number >= 2 (each seed is played twice, seats swapped), "
             f"got {games_per_pair!r}"
         )
-    _check_field(labels, seed)
+    _check_field(labels, seed, games_per_pair // 2)
     env_ids = check_games(env_ids)
     solo = [env_id for env_id in env_ids if players(env_id) == 1]
     if solo:
@@ -104,7 +109,7 @@ def solo_runs(labels: Sequence[str], env_ids: Sequence[str], games_per_agent: in
             "games per agent (--games-per-pair, in single-player games) must be an integer >= 1, "
             f"got {games_per_agent!r}"
         )
-    _check_field(labels, seed)
+    _check_field(labels, seed, games_per_agent)
     env_ids = check_games(env_ids)
     paired = [env_id for env_id in env_ids if players(env_id) == 2]
     if paired:
@@ -117,11 +122,21 @@ def solo_runs(labels: Sequence[str], env_ids: Sequence[str], games_per_agent: in
     ]
 
 
-def schedule(labels: Sequence[str], env_ids: Sequence[str], games: int, seed: int = 0) -> list[Job]:
+def schedule(
+    labels: Sequence[str],
+    env_ids: Sequence[str],
+    games: int,
+    seed: int = 0,
+    reference: Collection[str] | None = None,
+) -> list[Job]:
     """Every game of a run, game by game in the order of ``env_ids``: ``games`` per pair in two-player
-    games (``round_robin``), per agent in single-player ones (``solo_runs``)."""
+    games (``round_robin``), per agent in single-player ones (``solo_runs``). With ``reference`` (the
+    labels of a reference pool, ``leaderboard.reference_pool``), a pair of two labels outside it is left out: an
+    added agent plays the pool, never another added agent."""
+    pool = None if reference is None else set(reference)
     return [
         job
         for env_id in check_games(env_ids)
         for job in (round_robin if players(env_id) == 2 else solo_runs)(labels, [env_id], games, seed)
+        if pool is None or job.player1 == NO_PLAYER or job.player0 in pool or job.player1 in pool
     ]

@@ -35,15 +35,18 @@ import numpy as np
 
 from leaderboard.ratings import DEFAULT_RESAMPLES, ELO_CENTRE, equal_group_weights, rate
 from leaderboard.reasoning import ReasoningColumn
+from leaderboard.settings import (  # noqa: F401 (re-exported: the rules live beside the code that applies them)
+    ANCHOR,
+    DEFAULT_WEIGHTING,
+    MAX_INTERVAL,
+    MIN_GAMES,
+    PRICE_EXAMPLE,
+    PRICE_FORM,
+    RATING_PER_CENT,
+    WEIGHTINGS,
+)
 from leaderboard.store import NO_PLAYER, AgentRecord, StoredGame
 from spiral_arena.registry import REGISTRY
-
-PRICE_FORM = "MODEL=IN/OUT"
-PRICE_EXAMPLE = "--price gpt-4o=2.5/10"
-RATING_PER_CENT = (
-    "(rating - 1000) / (100 x cost per game): rating points above the table's 1000 (the random anchor, or the "
-    "mean) per US cent one game costs"
-)
 
 
 @dataclass(frozen=True)
@@ -155,11 +158,6 @@ def _tally_usage(usage: dict[str, Usage], label: str, game: StoredGame, seat: in
 OVERALL = "overall"
 KUHN_GAME = "KuhnPoker"
 CONFIDENCE = 0.95
-ANCHOR = "random"  # the entrant spec rated ELO_CENTRE in every scope it plays in (without options)
-MIN_GAMES = 100  # fewer games in a scope make an agent's rating there provisional
-MAX_INTERVAL = 200.0  # so does a wider interval, in Elo points (about +-100 around the rating)
-WEIGHTINGS = ("games", "equal")  # the overall fit: every game once, or every game id with the same weight
-DEFAULT_WEIGHTING = "games"  # keeps one game = one observation, so the intervals mean what they say
 
 
 @dataclass

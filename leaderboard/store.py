@@ -283,6 +283,21 @@ def stored_keys(conn: sqlite3.Connection, env_ids: Iterable[str]) -> set[tuple[s
     return {tuple(r) for r in conn.execute(query, ids)}
 
 
+def stored_specs(conn: sqlite3.Connection, labels: Sequence[str]) -> dict[str, set[str]]:
+    """The stored specs under each of ``labels`` that has any: in its agent record and in its games' seats."""
+    marks = ", ".join("?" * len(labels))
+    query = (
+        f"SELECT label, spec FROM agents WHERE label IN ({marks}) "
+        f"UNION SELECT player0, spec0 FROM games WHERE player0 IN ({marks}) "
+        f"UNION SELECT player1, spec1 FROM games WHERE player1 IN ({marks})"
+    )
+    specs: dict[str, set[str]] = {}
+    for label, spec in conn.execute(query, [*labels, *labels, *labels]):
+        if spec is not None:
+            specs.setdefault(label, set()).add(spec)
+    return specs
+
+
 def delete_errors(conn: sqlite3.Connection, keys: Iterable[tuple[str, str, str, int]]) -> int:
     """Forget the error games among ``keys`` so that they are played again."""
     conn.execute("BEGIN IMMEDIATE")

@@ -1,6 +1,6 @@
 """Issue 12: ``leaderboard run --workers N`` stops promptly when interrupted or when a worker dies, and
-the same command resumes; ``leaderboard show`` only ever reads its database. Real processes, signals and
-SQLite files throughout."""
+the same command resumes (a single-process run, ``--workers 1``, too, on Ctrl-C); ``leaderboard show``
+only ever reads its database. Real processes, signals and SQLite files throughout."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ GAMES = "TicTacToe-v0,KuhnPoker-v0"
 TOTAL = 6 * 2 * 400
 
 
-def run_command(db: Path) -> list[str]:
+def run_command(db: Path, workers: int = 2) -> list[str]:
     return [
         sys.executable, "-m", "spiral_arena.cli", "leaderboard", "run", "--agents", AGENTS, "--games", GAMES,
-        "--games-per-pair", "400", "--db", str(db), "--workers", "2", "--no-progress",
+        "--games-per-pair", "400", "--db", str(db), "--workers", str(workers), "--no-progress",
     ]  # fmt: skip
 
 
@@ -42,10 +42,10 @@ def stored(db: Path) -> dict[tuple, str]:
     return {tuple(r[:4]): r[4] for r in rows}
 
 
-def start_run(db: Path) -> subprocess.Popen:
+def start_run(db: Path, workers: int = 2) -> subprocess.Popen:
     """A run in its own process group (as a terminal would start it), once it has stored some games."""
     process = subprocess.Popen(
-        run_command(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        run_command(db, workers), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     deadline = time.monotonic() + 60
     while len(stored(db)) < 50:
@@ -74,9 +74,9 @@ def finish(process: subprocess.Popen, within_s: float) -> tuple[str, str]:
     pytest.fail("worker processes outlived the run")
 
 
-def resume(db: Path, before: dict[tuple, str]) -> None:
+def resume(db: Path, before: dict[tuple, str], workers: int = 2) -> None:
     """The same command plays exactly the games not stored, and rewrites none of the others."""
-    again = subprocess.run(run_command(db), capture_output=True, text=True, timeout=120)
+    again = subprocess.run(run_command(db, workers), capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert f"{TOTAL} games scheduled: {len(before)} already stored, {TOTAL - len(before)} played" in again.stdout
     after = stored(db)
@@ -103,6 +103,21 @@ def test_ctrl_c_stops_every_process_and_the_same_command_resumes(tmp_path, to_gr
     before = stored(db)
     assert 50 <= len(before) < TOTAL, "the run was not stopped midway"
     resume(db, before)
+
+
+def test_ctrl_c_stops_a_single_process_run_with_the_same_hint_and_it_resumes(tmp_path):
+    """``--workers 1`` (the default) plays in the command's own process; before the fix Ctrl-C there printed
+    only "stopped.", without saying that the same command resumes the run."""
+    db = tmp_path / "lb.sqlite"
+    process = start_run(db, workers=1)
+    os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C
+    out, err = finish(process, within_s=10)
+    assert process.returncode == 130, err
+    assert err.count("interrupted: the games finished so far are stored; run the same command again") == 1, err
+    assert "Traceback" not in err, err
+    before = stored(db)
+    assert 50 <= len(before) < TOTAL, "the run was not stopped midway"
+    resume(db, before, workers=1)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through Linux's /proc")
