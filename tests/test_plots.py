@@ -144,6 +144,18 @@ def test_exploitability_has_its_landmarks(figs):
     assert "invalid answer mass (probability)" in {line.get_label() for line in ax.lines}
 
 
+def test_a_multi_round_run_says_its_exploitability_is_read_on_single_hands(tmp_path, figs):
+    rows = full_rows()
+    for row in rows:
+        if "eval/kuhn_exploitability" in row:
+            row["eval/kuhn_trained_rounds"] = 5
+    five = figures(*read_run(write_run(tmp_path / "five", rows)))
+    note = "read on single hands; the run plays 5-round Kuhn"
+    assert note in five["exploitability.png"].get_suptitle()
+    assert any(note in ax.get_title() for ax in five["summary.png"].axes)
+    assert "rounds" not in figs["exploitability.png"].get_suptitle()  # single-hand runs say nothing more
+
+
 def test_small_variations_are_not_blown_up(figs):
     (ax,) = visible_axes(figs["response_length.png"])
     values = ax.lines[0].get_ydata()

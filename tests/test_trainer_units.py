@@ -312,3 +312,18 @@ def test_config_recipes_files_and_flags(tmp_path):
         TrainConfig.build({"learning_rate": 1})
     with pytest.raises(ValueError, match="recipe"):
         TrainConfig.build({"recipe": "huge"})
+
+
+def test_a_multi_round_run_says_its_exploitability_is_read_on_single_hands():
+    from types import SimpleNamespace
+
+    from trainers.evaluate import eval_line, final_summary
+
+    scores = {"eval/kuhn_exploitability": 0.3, "eval/KuhnPoker-v0/random/win": 0.6}
+    config = SimpleNamespace(steps=4, eval_temperature=0.6, eval_games=2)
+    single = eval_line(4, scores, ["KuhnPoker-v0"]) + final_summary(scores, 4, 60.0, config, ["KuhnPoker-v0"])
+    assert "round" not in single.replace("Round", "")
+    five = {**scores, "eval/kuhn_trained_rounds": 5}
+    assert "single-hand read-out; this run plays 5-round Kuhn" in eval_line(4, five, ["KuhnPoker-v0"])
+    summary = final_summary(five, 4, 60.0, config, ["KuhnPoker-v0"])
+    assert "read on single hands although this run plays 5-round Kuhn" in summary

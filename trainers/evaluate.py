@@ -232,7 +232,9 @@ def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
     opponent (the out-of-domain games are in metrics.jsonl and the final summary)."""
     parts = []
     if "eval/kuhn_exploitability" in scores:
-        parts.append(f"Kuhn exploitability {scores['eval/kuhn_exploitability']:.3f}")
+        rounds = int(scores.get("eval/kuhn_trained_rounds", 1))
+        of_run = "" if rounds == 1 else f" (single-hand read-out; this run plays {rounds}-round Kuhn)"
+        parts.append(f"Kuhn exploitability {scores['eval/kuhn_exploitability']:.3f}{of_run}")
     for game, rows in match_table(scores).items():
         if game not in trained and "solo" not in rows:  # held-out secrets count, other games wait for the end
             continue
@@ -271,9 +273,11 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
     if "kuhn_exploitability" in numbers:
         sampled = scores.get("eval/kuhn_exploitability_at_eval_t")
         at_t = "" if sampled is None else f"; {sampled:.3f} at the evaluation temperature {config.eval_temperature:g}"
+        rounds = int(scores.get("eval/kuhn_trained_rounds", 1))
+        of_run = "" if rounds == 1 else f", read on single hands although this run plays {rounds}-round Kuhn"
         lines.append(
             f"  Kuhn single-hand exploitability {numbers['kuhn_exploitability']:.3f} at temperature 1{at_t} "
-            "(Nash 0; any card-blind policy 1/3; uniform random 11/24)"
+            f"(Nash 0; any card-blind policy 1/3; uniform random 11/24{of_run})"
         )
     checked = []
     for key, kind, limit, name in TARGETS:

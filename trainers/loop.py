@@ -460,8 +460,10 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
             max_game_actions=config.max_game_actions,
             obs_format=config.obs_format,
         )
-    if any(s.env_id == "KuhnPoker-v0" for s in specs):
+    kuhn_rounds = [int(s.options.get("rounds", 5)) for s in specs if s.env_id == "KuhnPoker-v0"]
+    if kuhn_rounds:  # read on single hands whatever the run trains on; the rounds trained are logged beside it
         metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
+        metrics["eval/kuhn_trained_rounds"] = max(kuhn_rounds)
     model.train()
     return metrics
 

@@ -229,6 +229,12 @@ def _draw_training_invalid(ax: Axes, rows: list[Row], games: list[str], colours:
     _rate_axis(ax)
 
 
+def _rounds(rows: list[Row]) -> str:
+    """A title's note when the run plays multi-round Kuhn: the read-out is still of single hands."""
+    rounds = max((int(r.get("eval/kuhn_trained_rounds", 1)) for r in rows), default=1)
+    return "" if rounds == 1 else f"\n(read on single hands; the run plays {rounds}-round Kuhn)"
+
+
 def _draw_exploitability(ax: Axes, rows: list[Row], legend: str = "small") -> None:
     """Exploitability against its landmarks (reference lines, named on the line itself as well as in
     the legend), and the probability mass the policy puts on invalid answers (dotted)."""
@@ -279,7 +285,7 @@ def figures(rows: list[Row], config: dict[str, Any]) -> dict[str, Figure]:
         _shared_legend(fig, axes)
         out["training_games.png"] = fig
     if "eval/kuhn_exploitability" in has:
-        fig, ax = _single("Kuhn poker single-hand exploitability: what a best response wins per hand")
+        fig, ax = _single(f"Kuhn poker single-hand exploitability: what a best response wins per hand{_rounds(rows)}")
         _draw_exploitability(ax, rows)
         _decorate(ax, "", "chips per hand", legend=None)
         out["exploitability.png"] = fig
@@ -358,7 +364,8 @@ def _summary(
     for game, opponents in evals.items():
         panels.append((game, lambda ax, g=game, o=opponents: _draw_game(ax, rows, g, o, colours, "invalid")))
     if "eval/kuhn_exploitability" in has:
-        panels.append(("Kuhn exploitability (chips/hand)", lambda ax: _draw_exploitability(ax, rows, "x-small")))
+        title = f"Kuhn single-hand exploitability (chips/hand){_rounds(rows)}"
+        panels.append((title, lambda ax: _draw_exploitability(ax, rows, "x-small")))
     training = f"self-play{_temperature(config, 'temperature', ', T=')}"
     if train_games:
         game_colours = _colours(train_games)
