@@ -5,7 +5,6 @@ it can count the requests in flight), real subprocesses for the command."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -16,9 +15,9 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import JSONEndpoint
 
 from leaderboard.entrants import parse_entrants
 from leaderboard.runner import MODEL_CONCURRENCY, default_concurrency, run
@@ -42,24 +41,8 @@ class Endpoint:
         self.lock = threading.Lock()
         self.in_flight = self.max_in_flight = 0
         self.requests: Counter[str] = Counter()
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                status, payload = endpoint.reply(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.http = JSONEndpoint(lambda body, headers: self.reply(body))
+        self.url = self.http.url
 
     def reply(self, body: dict) -> tuple[int, dict]:
         model, observation = body["model"], body["messages"][-1]["content"]
@@ -80,8 +63,7 @@ class Endpoint:
                 self.in_flight -= 1
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
 
 @pytest.fixture

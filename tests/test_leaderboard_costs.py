@@ -15,11 +15,12 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import JSONEndpoint, stored_rows
 
 import spiral_arena
 from leaderboard import report, store
@@ -36,11 +37,6 @@ GAMES = ["TicTacToe-v0", "KuhnPoker-v0"]
 PRICES = {"alpha": (2.5, 10.0), "beta": (1.0, 4.0)}  # alpha priced by its label, b by its model id (beta)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # every connection of a wave at once (the default backlog, 5, resets some)
-
-
 class UsageServer:
     """An OpenAI-compatible endpoint whose replies state ``usage``: prompt tokens = the length of the last
     message, completion tokens = ``COMPLETION_TOKENS[model]`` (model "mute" sends no usage, "odd" a
@@ -52,26 +48,13 @@ class UsageServer:
         self.lock = threading.Lock()
         self.in_flight = self.max_in_flight = 0
         self.authorizations: set[str | None] = set()
-        server = self
+        self.http = JSONEndpoint(self.answer)
+        self.url = self.http.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.authorizations.add(self.headers.get("Authorization"))
-                data = json.dumps(server.reply(body)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = _Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+    def answer(self, body: dict[str, Any], headers: Message) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.authorizations.add(headers.get("Authorization"))
+        return 200, self.reply(body)
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
         model, observation = body["model"], body["messages"][-1]["content"]
@@ -98,8 +81,7 @@ class UsageServer:
         return payload
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.http.stop()
 
 
 @pytest.fixture
@@ -125,15 +107,6 @@ def agents(url: str) -> str:
 
 def price_args() -> list[str]:
     return ["--price", "alpha=2.5/10", "--price", "beta=1/4"]
-
-
-def games_of(db: Path) -> list[dict[str, Any]]:
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute("SELECT * FROM games ORDER BY id")]
-    finally:
-        conn.close()
 
 
 def replay(game: dict[str, Any]) -> dict[int, list[int]]:
@@ -192,7 +165,7 @@ def test_usage_is_charged_to_each_game_and_seat_with_games_in_flight(tmp_path, s
         assert secret_key.encode() not in path.read_bytes(), path
     assert "Tokens/game" in out and "Latency/move" in out and "$/game" in out and "Elo/cent" in out
 
-    games = games_of(db)
+    games = stored_rows(db)
     assert len(games) == 2 * 6 * 4 and all(g["error"] is None for g in games)
     api_seats = 0
     for game in games:
@@ -230,7 +203,7 @@ def test_show_reports_tokens_cost_and_rating_per_cent(tmp_path, server, secret_k
         "alpha": {"input": 2.5, "output": 10.0},
         "beta": {"input": 1.0, "output": 4.0},
     }
-    games = [g for g in games_of(db) if g["error"] is None]
+    games = [g for g in stored_rows(db) if g["error"] is None]
     for scope in payload["scopes"]:
         rows = _by_agent(scope)
         mine = [g for g in games if scope["name"] in ("overall", g["env_id"])]
@@ -280,7 +253,7 @@ def test_scripted_tables_look_as_before_and_store_null(tmp_path, capsys):
     outputs = ["--json", str(out_json), "--csv", str(out_csv), "--price", "gpt-4o=2.5/10"]
     assert cli_main(["leaderboard", "show", "--db", str(db), *outputs]) == 0
     assert "Tokens/game" not in capsys.readouterr().out
-    games = games_of(db)
+    games = stored_rows(db)
     assert games and all(g[c] is None for g in games for c in store.USAGE_COLUMNS)
     with open(out_csv, newline="", encoding="utf-8") as f:
         assert tuple(next(csv.reader(f))) == report.CSV_COLUMNS
@@ -373,7 +346,7 @@ def test_a_version_3_database_shows_read_only_and_migrates_to_null_usage(tmp_pat
 
     conn = store.connect(db)  # what a run does: migrate the file
     assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 4
-    (old,) = games_of(db)
+    (old,) = stored_rows(db)
     assert all(old[c] is None for c in store.USAGE_COLUMNS)  # unknown, not 0
     fresh = store.GameRow(**{k: v for k, v in old.items() if k in store.GameRow.__dataclass_fields__})
     fresh.seed, fresh.prompt_tokens0, fresh.completion_tokens0, fresh.api_moves0, fresh.latency_s0 = 1, 120, 21, 3, 0.5

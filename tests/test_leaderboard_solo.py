@@ -10,6 +10,7 @@ import re
 import sqlite3
 
 import pytest
+from conftest import stored_rows
 
 import spiral_arena
 from leaderboard import report, store
@@ -47,15 +48,6 @@ def scope(standings, name):
 
 def row_of(scope_, label):
     return next(r for r in scope_.agents if r.label == label)
-
-
-def stored_rows(db):
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute("SELECT * FROM games ORDER BY id")]
-    finally:
-        conn.close()
 
 
 def test_agents_are_ranked_by_success_rate_with_wilson_intervals(tmp_path, capsys):

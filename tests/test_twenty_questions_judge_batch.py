@@ -4,12 +4,11 @@ OpenAI-compatible HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import JSONEndpoint
 
 import spiral_arena
 from spiral_arena.games.twenty_questions_oracles import LLMJudge, OracleError
@@ -27,46 +26,28 @@ class KnowingJudgeServer:
         self.lock = threading.Lock()
 
     def __enter__(self) -> KnowingJudgeServer:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                question = body["messages"][-1]["content"].rpartition("Current question: ")[2]
-                with outer.lock:
-                    outer.questions.append(question)
-                    outer.in_flight += 1
-                    outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
-                time.sleep(outer.delay)
-                with outer.lock:
-                    outer.in_flight -= 1
-                if "crash" in question:
-                    self._send(500, {"error": {"message": "out of memory"}})
-                    return
-                verdict = "yes" if "fruit" in question else "no"
-                content = "Hard to say." if "muddle" in question else f"<answer>{verdict}</answer>"
-                message = {"role": "assistant", "content": content}
-                self._send(200, {"object": "chat.completion", "choices": [{"index": 0, "message": message}]})
-
-            def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        self.http = JSONEndpoint(self.answer)
+        self.base_url = self.http.url
         return self
 
+    def answer(self, body: dict, headers: object) -> tuple[int, dict]:
+        question = body["messages"][-1]["content"].rpartition("Current question: ")[2]
+        with self.lock:
+            self.questions.append(question)
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        time.sleep(self.delay)
+        with self.lock:
+            self.in_flight -= 1
+        if "crash" in question:
+            return 500, {"error": {"message": "out of memory"}}
+        verdict = "yes" if "fruit" in question else "no"
+        content = "Hard to say." if "muddle" in question else f"<answer>{verdict}</answer>"
+        message = {"role": "assistant", "content": content}
+        return 200, {"object": "chat.completion", "choices": [{"index": 0, "message": message}]}
+
     def __exit__(self, *exc_info: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
 
 def judge(server: KnowingJudgeServer, **kwargs) -> LLMJudge:
