@@ -31,6 +31,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from trainers.evaluate import TARGETS as RECIPE_TARGETS
+
 # Each variant: config overrides on top of the default recipe (the levers issue 13 asks to measure).
 VARIANTS: dict[str, dict[str, object]] = {
     "default": {},
@@ -42,7 +44,9 @@ VARIANTS: dict[str, dict[str, object]] = {
     "no_kl": {"kl_coef": 0.0},
 }
 KUHN, TTT = "KuhnPoker-v0:rounds=1", "TicTacToe-v0"
-TARGETS = {"exploitability": ("max", 0.20), "ttt_win_or_draw": ("min", 0.85), "invalid": ("max", 0.01)}
+# The trainer's own targets (trainers.evaluate.TARGETS), under this table's metric names.
+_METRICS = {"kuhn_exploitability": "exploitability", "tictactoe_vs_random": "ttt_win_or_draw", "invalid": "invalid"}
+TARGETS = {_METRICS[key]: (kind, limit) for key, kind, limit, _ in RECIPE_TARGETS}
 T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 

@@ -76,3 +76,19 @@ def test_exploitability_at_the_evaluation_temperature_and_greedy(tiny):
     assert set(greedy_agent) == set(sampled) == set(warm) and greedy_agent != sampled != warm
     # a hotter policy is closer to uniform between the two answers
     assert sum(abs(p - 0.5) for p in warm.values()) < sum(abs(p - 0.5) for p in sampled.values())
+
+
+@pytest.mark.parametrize(
+    "games, rounds", [("KuhnPoker-v0", 5), ("KuhnPoker-v0:rounds=1", 1), ("KuhnPoker-v0:rounds=3", 3)]
+)
+def test_an_evaluation_logs_the_rounds_its_kuhn_is_trained_with(tiny, games, rounds):
+    """The read-out is of single hands either way; the rounds the run trains on (the game's default, 5,
+    when not given) are logged beside it, so the labels can say so."""
+    from trainers.config import TrainConfig
+    from trainers.loop import evaluate
+    from trainers.rollout import parse_mixture
+
+    _, model, policy = tiny
+    config = TrainConfig.build({"games": games, "obs_format": "last"})
+    scores = evaluate(model, policy, config, parse_mixture(games, "")[0], play=False)
+    assert scores["eval/kuhn_trained_rounds"] == rounds and "eval/kuhn_exploitability" in scores

@@ -31,6 +31,7 @@ from torch.distributed.tensor import DTensor
 
 from spiral_arena.agents import make_agent
 from spiral_arena.agents.prompting import stop_token_ids
+from spiral_arena.registry import REGISTRY
 from trainers import checkpoint
 from trainers.belief import log_beliefs
 from trainers.config import TrainConfig
@@ -460,7 +461,7 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
             max_game_actions=config.max_game_actions,
             obs_format=config.obs_format,
         )
-    kuhn_rounds = [int(s.options.get("rounds", 5)) for s in specs if s.env_id == "KuhnPoker-v0"]
+    kuhn_rounds = [{**REGISTRY[s.env_id].options, **s.options}["rounds"] for s in specs if s.env_id == "KuhnPoker-v0"]
     if kuhn_rounds:  # read on single hands whatever the run trains on; the rounds trained are logged beside it
         metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
         metrics["eval/kuhn_trained_rounds"] = max(kuhn_rounds)
