@@ -42,6 +42,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "ppo2": {"loss": "ppo", "epochs": 2},
     "uniform_warm_start": {"sft_agent": "random"},
     "no_kl": {"kl_coef": 0.0},
+    "entropy": {"entropy_coef": 0.02},
 }
 KUHN, TTT = "KuhnPoker-v0:rounds=1", "TicTacToe-v0"
 # The trainer's own targets (trainers.evaluate.TARGETS), under this table's metric names.

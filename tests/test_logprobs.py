@@ -221,3 +221,24 @@ def test_chunked_memory_does_not_grow_with_the_vocabulary() -> None:
     # decoder alone needs and the head's gradient, whatever the response length
     assert chunked < 5 * chunk_logits + hidden_states + head_gradient
     assert unchunked > 5 * chunked
+
+
+@pytest.mark.parametrize("chunk_size", [5, 0])
+def test_entropy_matches_the_full_softmax(chunk_size: int) -> None:
+    """The entropy bonus's numbers: each response position's entropy over the whole vocabulary at
+    the sampling temperature, in value and gradient, with the same log-probs as without it."""
+    model = build_model(VOCAB)
+    batch = random_batch(VOCAB, PROMPT_LENGTHS, RESPONSE_LENGTHS)
+    r_width = batch[3].shape[1]
+    logits = model(input_ids=batch[0], attention_mask=batch[1], position_ids=batch[2]).logits.float()
+    log_probs = torch.log_softmax(logits[:, -r_width - 1 : -1, :] / 0.7, dim=-1)
+    expected = -(log_probs.exp() * log_probs).sum(dim=-1)
+    full = gradients(model, expected, batch[3])
+    logp, mask, entropy = response_logprobs(model, *batch, temperature=0.7, chunk_size=chunk_size, entropy=True)
+    assert entropy.shape == logp.shape and mask is batch[3]
+    torch.testing.assert_close(entropy.detach(), expected.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        logp.detach(), full_logprobs(model, *batch, temperature=0.7).detach(), rtol=1e-5, atol=1e-5
+    )
+    assert float(entropy.max()) < torch.log(torch.tensor(float(VOCAB))) + 1e-4  # at most uniform's log V
+    assert_same_gradients(gradients(model, entropy, mask), full)

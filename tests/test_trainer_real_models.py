@@ -210,3 +210,48 @@ def test_checkpoint_state_is_loaded_without_running_pickled_code(tmp_path, capsy
     with pytest.raises(pickle.UnpicklingError):
         checkpoint.load_state(bad, optimizer.load_state_dict, scheduler, RAE(), {}, np.random.default_rng(0))
     assert "pickled code ran" not in capsys.readouterr().out
+
+
+def test_entropy_bonus_raises_the_policy_entropy():
+    """With every advantage 0 the policy gradient is 0: the entropy bonus alone moves the weights,
+    towards a flatter next-token distribution; without it nothing moves and no entropy is logged."""
+    from trainers.logprobs import pack, response_logprobs
+
+    def mean_entropy(model, turns) -> float:
+        batch = pack([t.prompt_ids for t in turns], [t.response_ids for t in turns], 0, "cpu")
+        with torch.no_grad():
+            _, mask, entropy = response_logprobs(model, *batch, entropy=True)
+        return float((entropy * mask).sum() / mask.sum())
+
+    results = {}
+    for coef in (0.0, 0.5):
+        model = tiny_model()
+        with torch.no_grad():  # a peaked policy to start from, so entropy has room to grow
+            model.get_output_embeddings().weight.mul_(20.0)
+        turns = make_turns(model.config.vocab_size)
+        for t in turns:
+            t.advantage = 0.0
+        config = TrainConfig.build(
+            {"lr": 1e-2, "loss": "reinforce", "epochs": 1, "micro_batch": 4, "entropy_coef": coef}
+        )
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.0)
+        total = (len(turns), sum(len(t.response_ids) for t in turns))
+        before = mean_entropy(model, turns)
+        for _ in range(3):
+            stats = update(
+                model,
+                None,
+                optimizer,
+                turns,
+                total,
+                config,
+                np.random.default_rng(0),
+                torch.device("cpu"),
+                Distributed(torch.device("cpu")),
+            )
+        results[coef] = (before, mean_entropy(model, turns), stats)
+    before, after, stats = results[0.0]
+    assert after == pytest.approx(before, abs=1e-6) and "entropy" not in stats
+    before, after, stats = results[0.5]
+    assert after > before + 0.3, (before, after)
+    assert stats["entropy"] > 0

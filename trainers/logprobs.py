@@ -46,8 +46,12 @@ def response_logprobs(
     response_mask: torch.Tensor,
     temperature: float = 1.0,
     chunk_size: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """log pi(response token | everything before it), [batch, R], and the response mask.
+    *,
+    entropy: bool = False,
+) -> tuple[torch.Tensor, ...]:
+    """log pi(response token | everything before it), [batch, R], and the response mask; with
+    ``entropy``, a third [batch, R] tensor: the entropy of each position's next-token distribution
+    over the whole vocabulary (what an entropy bonus raises), from the same logits.
 
     Logits are divided by the sampling temperature, so the numbers describe the distribution
     the tokens were actually drawn from (as SPIRAL's learner does). ``chunk_size`` response
@@ -57,7 +61,9 @@ def response_logprobs(
     """
     compute = fsdp_method(model) if isinstance(model, FSDPModule) else partial(token_logprobs, model)
     r_width = response_mask.shape[1]
-    flat = compute(ids, attention, positions, r_width, temperature, chunk_size)
+    flat = compute(ids, attention, positions, r_width, temperature, chunk_size, entropy)
+    if entropy:
+        return flat[:, 0].view(ids.shape[0], r_width), response_mask, flat[:, 1].view(ids.shape[0], r_width)
     return flat.view(ids.shape[0], r_width), response_mask
 
 
@@ -78,9 +84,11 @@ def token_logprobs(
     r_width: int,
     temperature: float,
     chunk_size: int | None,
+    entropy: bool = False,
 ) -> torch.Tensor:
     """[batch * R] log-probs: the decoder once over every column, then the head and log-softmax a
-    chunk of response tokens at a time (flat, as FSDP warns about a view for an output)."""
+    chunk of response tokens at a time (flat, as FSDP warns about a view for an output); with
+    ``entropy``, [batch * R, 2]: log-prob and entropy side by side."""
     width = ids.shape[1]
     hidden = model.get_decoder()(
         input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=False
@@ -98,7 +106,11 @@ def token_logprobs(
             logits = torch.tanh(logits / softcap) * softcap
         if divide:
             logits = logits / temperature
-        return logits.gather(1, chunk_targets.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
+        if not entropy:
+            return logits.gather(1, chunk_targets.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
+        log_probs = torch.log_softmax(logits, dim=-1)
+        chosen = log_probs.gather(1, chunk_targets.unsqueeze(1)).squeeze(1)
+        return torch.stack([chosen, -(log_probs.exp() * log_probs).sum(dim=-1)], dim=1)
 
     if chunk_size is None:
         chunk_size = max(1, LOGITS_PER_CHUNK // head.weight.shape[0])

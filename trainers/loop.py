@@ -38,7 +38,7 @@ from trainers.config import TrainConfig
 from trainers.distributed import Distributed, gather_states, is_sharded, optimizer_loader, select_device, shard
 from trainers.evaluate import eval_games, eval_line, final_summary, kuhn_metrics, play_against
 from trainers.logprobs import pack, response_logprobs
-from trainers.losses import kl_to_reference, policy_loss
+from trainers.losses import aggregate, kl_to_reference, policy_loss
 from trainers.pool import OpponentPool
 from trainers.rae import RAE, state_advantages
 from trainers.rollout import EnvPool, GameResult, Policy, Turn, collect, parse_mixture, response_action
@@ -341,12 +341,12 @@ def update(
         placeholder = Turn("", 0, "", [pad], [pad], [0.0], "", True)  # weight 0: joins, adds nothing
         batches += [[placeholder]] * (most - len(batches))
 
-    def forward(net, batch, grad: bool):
+    def forward(net, batch, grad: bool, entropy: bool = False):
         ids, attention, positions, mask = pack(
             [t.prompt_ids for t in batch], [t.response_ids for t in batch], pad, device
         )
         with torch.set_grad_enabled(grad), autocast(config, device):
-            return response_logprobs(net, ids, attention, positions, mask, config.temperature)
+            return response_logprobs(net, ids, attention, positions, mask, config.temperature, entropy=entropy)
 
     # PPO's ratio needs the pre-update log-probs; REINFORCE never reads them
     old = [forward(model, b, False)[0] for b in batches] if config.loss == "ppo" else [None] * len(batches)
@@ -358,7 +358,7 @@ def update(
         optimizer.zero_grad(set_to_none=True)
         for i in rng.permutation(len(batches)):
             batch = batches[i]
-            logp, mask = forward(model, batch, True)
+            logp, mask, *entropy = forward(model, batch, True, entropy=config.entropy_coef > 0)
             if batch[0] is placeholder:
                 (logp.sum() * 0.0).backward()
                 continue
@@ -384,6 +384,10 @@ def update(
             objective = loss + config.kl_coef * kl if kl is not None else loss
             # this micro-batch's part of the whole batch (over all ranks): by turns, or by tokens for token_mean
             share = sum(len(t.response_ids) for t in batch) / total[1] if by_tokens else len(batch) / total[0]
+            if entropy:  # the bonus: a higher entropy lowers the objective
+                mean_entropy = aggregate(entropy[0], mask, config.aggregation, config.max_new_tokens)
+                objective = objective - config.entropy_coef * mean_entropy
+                totals["entropy"] += mean_entropy.item() * share / config.epochs
             # FSDP averages gradients over ranks; scaling by the rank count makes that the sum
             (objective * share * (ddp.world if sharded else 1)).backward()
             totals["loss"] += loss.item() * share / config.epochs
@@ -398,14 +402,16 @@ def update(
             grad_norm = grad_norm.full_tensor()
         totals["grad_norm"] += float(grad_norm) / config.epochs
         optimizer.step()
-    keys = ("loss", "clip_fraction", "kl", "dual_clip_fraction")
+    keys = ("loss", "clip_fraction", "kl", "dual_clip_fraction", "entropy")
     summed = ddp.sum([totals[k] for k in keys] + [gap_sum, gap_tokens])
-    stats = {**dict(zip(keys, summed[:4], strict=True)), "grad_norm": totals["grad_norm"]}
+    stats = {**dict(zip(keys, summed[:5], strict=True)), "grad_norm": totals["grad_norm"]}
     if not config.dual_clip:
         del stats["dual_clip_fraction"]
-    if summed[5] == 0:  # no turn carried engine log-probs
+    if not config.entropy_coef:
+        del stats["entropy"]
+    if summed[6] == 0:  # no turn carried engine log-probs
         return stats
-    stats["logprob_gap/mean"] = summed[4] / summed[5]
+    stats["logprob_gap/mean"] = summed[5] / summed[6]
     stats["logprob_gap/max"] = ddp.max([gap_max])[0]
     if stats["logprob_gap/mean"] > config.logprob_gap_warn:
         logger.warning(
