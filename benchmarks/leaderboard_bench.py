@@ -65,8 +65,9 @@ from scipy.special import expit
 import spiral_arena
 from leaderboard import store
 from leaderboard.entrants import parse_entrants
-from leaderboard.runner import MODEL_CONCURRENCY, run
+from leaderboard.runner import run
 from leaderboard.standings import compute
+from spiral_arena.inflight import MODEL_CONCURRENCY
 
 AGENTS = (
     "random", "random#seed=1", "random#seed=2", "random#seed=3", "random#seed=4",

@@ -6,34 +6,16 @@ resumed run stores exactly what an uninterrupted one would have. An exception fr
 game as an error (stored, never scored); the run goes on. A single-player game seats one agent; its
 row's seat-1 columns stay empty, and ``success`` records whether the env's outcome named it the winner.
 
-Up to ``concurrency`` games are in flight at once in each process, played in waves: every game moves
-to its next decision, then API agents' decisions go out as concurrent requests (all agents' at once),
-an ``hf:`` agent's are generated in one batch, and scripted agents answer one by one. A game still
-plays what it would alone, so the stored rows are those of a sequential run (timing columns aside):
-
-- each game has its own shallow copy of each of its agents, reset with that game's seed: built-in
-  agents rebind their generator on reset, so a copy's random stream is the game's alone, while the
-  heavy parts (a loaded model, an HTTP client) stay shared;
-- an ``hf:`` batch samples each row from its own copy's generator (``spiral_arena.agents.hf.act_together``),
-  so a row draws what it would draw alone (only the last bits of batched logits may differ);
-- every decision has its own outcome: an agent's exception ends the game it was acting in, as an error,
-  and no other game of the wave;
-- an API agent keeps no state between requests, so its replies depend on its server alone (a server
-  whose answers depend on the order of requests, such as a served random agent, is not reproducible by
-  sequential runs either).
-
-Each game is stored when it ends, on its own, as before.
-
-What an API seat's moves cost is charged to the game they were made in: each decision is one request
-(``APIAgent.answer``), whose reply carries its own token counts and latency, added to that game's tally
-for that seat by the thread that sent it; so a wave of requests for many games charges each game only
-its own moves. The row stores each API seat's sums (tokens NULL once a reply did not state them); a
-scripted or ``hf:`` seat's stay NULL.
+Up to ``concurrency`` games are in flight at once in each process, played in waves by
+``spiral_arena.inflight`` (API requests concurrently, an ``hf:`` model's decisions in one batch, scripted
+agents one by one); the stored rows are those of a sequential run (timing columns aside), and each game is
+stored when it ends, on its own. What an API seat's moves cost is charged to the game they were made in:
+the row stores each API seat's sums (tokens NULL once a reply did not state them); a scripted or ``hf:``
+seat's stay NULL.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import multiprocessing
@@ -44,8 +26,7 @@ import sys
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -58,15 +39,13 @@ import spiral_arena
 from leaderboard import store
 from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of
 from leaderboard.schedule import Job, check_games, schedule
-from spiral_arena.agents import Agent, APIAgent, parse_spec
-from spiral_arena.agents.hf import HFAgent, act_together
+from spiral_arena.agents import Agent
 from spiral_arena.core.env import TextGameEnv
-from spiral_arena.llm import PROVIDERS, Completion
+from spiral_arena.inflight import Game, InFlight, Spent, check_concurrency, default_concurrency, own_copy
 from spiral_arena.registry import parse_env_id
 
 POLL_S = 0.2
 MAX_CHUNK = 64
-MODEL_CONCURRENCY = 32  # the default games in flight when an entrant waits on a network or a model
 STOP_GRACE_S = 5.0  # how long a worker told to terminate may take before it is killed
 INTERRUPTED = "interrupted: the games finished so far are stored; run the same command again to play the rest"
 
@@ -160,92 +139,32 @@ def _row(job: Job, entrants: Sequence[Entrant], *, rewards, payoffs, invalid, tr
     )
 
 
-def default_concurrency(entrants: Sequence[Entrant]) -> int:
-    """1 (one game at a time, as scripted agents need nothing more) unless an entrant is an API or
-    ``hf:`` agent: then ``MODEL_CONCURRENCY`` games in flight, to overlap requests and batch generation."""
-    waits = any(parse_spec(e.spec).kind in (*PROVIDERS, "hf") for e in entrants)
-    return MODEL_CONCURRENCY if waits else 1
-
-
-def check_concurrency(concurrency: object) -> int:
-    """``concurrency`` if it is an integer >= 1, else ValueError."""
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    return concurrency
-
-
-@dataclass
-class Spent:
-    """What one seat's API requests cost in one game: its moves (successful requests), the provider's
-    token counts summed over them (None once a reply did not state its count: the sum is unknown, not
-    smaller) and their latencies summed, in seconds (``spiral_arena.llm.Completion``)."""
-
-    moves: int = 0
-    prompt_tokens: int | None = 0
-    completion_tokens: int | None = 0
-    latency_s: float = 0.0
-
-    def add(self, reply: Completion) -> None:
-        self.moves += 1
-        self.prompt_tokens = _plus(self.prompt_tokens, reply.prompt_tokens)
-        self.completion_tokens = _plus(self.completion_tokens, reply.completion_tokens)
-        self.latency_s += reply.latency_s
-
-    def columns(self, seat: int) -> dict[str, int | float | None]:
-        """The seat's usage columns of ``store.GameRow``."""
-        return {
-            f"prompt_tokens{seat}": self.prompt_tokens,
-            f"completion_tokens{seat}": self.completion_tokens,
-            f"api_moves{seat}": self.moves,
-            f"latency_s{seat}": self.latency_s,
-        }
-
-
-def _plus(total: int | None, count: int | None) -> int | None:
-    return None if total is None or count is None else total + count
-
-
 def _charged(row: store.GameRow, spent: Sequence[Spent | None]) -> store.GameRow:
     """``row`` with the usage columns of its API seats filled in (the others stay NULL)."""
-    columns = {k: v for seat, tally in enumerate(spent) if tally is not None for k, v in tally.columns(seat).items()}
+    columns = {}
+    for seat, tally in enumerate(spent):
+        if tally is not None:
+            columns |= {
+                f"prompt_tokens{seat}": tally.prompt_tokens,
+                f"completion_tokens{seat}": tally.completion_tokens,
+                f"api_moves{seat}": tally.moves,
+                f"latency_s{seat}": tally.latency_s,
+            }
     return dataclasses.replace(row, **columns) if columns else row
 
 
 @dataclass
-class _Game:
-    """A game in flight: its coroutine, its own copy of each seat's agent, the decision it waits on, and
-    what each API seat has spent in it so far (None for other seats)."""
+class _Game(Game[store.GameRow]):
+    """A game of the schedule in flight: also its job and the env it is played in."""
 
-    job: Job
-    env: TextGameEnv
-    agents: list[Agent]
-    play: Generator[tuple[int, str, dict[str, Any]], str, store.GameRow]
-    decision: tuple[int, str, dict[str, Any]]
-    spent: list[Spent | None]
+    job: Job = field(kw_only=True)
+    env: TextGameEnv = field(kw_only=True)
 
-    @property
-    def label(self) -> str:
-        """The entrant the game waits on."""
-        return self.job.players[self.decision[0]]
 
-    def act(self) -> str:
-        """The game's own copy of the waiting seat's agent answers the decision; an API seat's request is
-        charged to this game (one thread acts for a game at a time, so its tally needs no lock)."""
-        seat, observation, info = self.decision
-        tally = self.spent[seat]
-        if tally is None:
-            return self.agents[seat].act(observation, info)
-        reply = self.agents[seat].answer(observation, info)
-        tally.add(reply)
-        return reply.text
-
-    def advance(self, outcome: str | Exception) -> store.GameRow | None:
-        """Hand the waiting seat its answer (or its agent's exception); the row once the game is over."""
-        try:
-            self.decision = self.play.throw(outcome) if isinstance(outcome, Exception) else self.play.send(outcome)
-        except StopIteration as end:
-            return _charged(end.value, self.spent)
-        return None
+def _over(row: store.GameRow) -> Generator[tuple[int, str, dict[str, Any]], str, store.GameRow]:
+    """A game that is over before it begins (an agent could not be built): its coroutine returns its row."""
+    return row
+    yield  # a generator, with no decision
 
 
 class Player:
@@ -256,11 +175,11 @@ class Player:
     def __init__(self, entrants: Sequence[Entrant], conn: sqlite3.Connection, concurrency: int = 1) -> None:
         self.entrants = {e.label: e for e in entrants}
         self.conn = conn
-        self.concurrency = check_concurrency(concurrency)
+        self.flight = InFlight(concurrency)
+        self.concurrency = self.flight.concurrency
         self.recorded = set(store.load_agents(conn))
         self.agents: dict[str, Agent | Exception] = {}
         self.envs: dict[str, list[TextGameEnv]] = {}
-        self.requests: ThreadPoolExecutor | None = None  # sends a wave's API requests; made at the first wave
 
     def _agent(self, label: str) -> Agent | Exception:
         if label not in self.agents:
@@ -292,8 +211,7 @@ class Player:
     def close(self) -> None:
         """Release what agents hold (API connection pools) and the request threads, without waiting for
         requests still out (a run stopped midway)."""
-        if self.requests is not None:
-            self.requests.shutdown(wait=False, cancel_futures=True)
+        self.flight.close()
         for agent in self.agents.values():
             close = None if isinstance(agent, Exception) else getattr(agent, "close", None)
             if callable(close):
@@ -301,115 +219,24 @@ class Player:
 
     def play(self, jobs: Iterable[Job]) -> Iterator[store.GameRow]:
         """The row of every job, each as its game ends, with up to ``concurrency`` games in flight; jobs
-        are read only as games start, so a lazy iterable keeps feeding the waves. Scripted seats answer
-        at once; a wave asks the API and ``hf:`` agents every other game waits on, together."""
-        pending = iter(jobs)
-        games: list[_Game] = []
-        while True:
-            while len(games) < self.concurrency and (job := next(pending, None)) is not None:
-                started = self._start(job)
-                row = started if isinstance(started, store.GameRow) else self._settle(started)
-                if row is None:
-                    games.append(started)
-                else:
-                    yield row
-            if not games:
-                return
-            ongoing = []
-            for game, outcome in zip(games, self._answers(games), strict=True):
-                row = game.advance(outcome)
-                if row is None:
-                    row = self._settle(game)
-                if row is None:
-                    ongoing.append(game)
-                else:
-                    yield row
-            games = ongoing
+        are read only as games start, so a lazy iterable keeps feeding the waves."""
+        for game in self.flight.play(self._start(job) for job in jobs):
+            self.envs[game.job.env_id].append(game.env)  # back in the pool
+            yield _charged(game.result, game.spent)
 
-    def _remote(self, label: str) -> bool:
-        """Whether the agent answers in waves: over the network (API) or in a model's batch (``hf:``)."""
-        return isinstance(self.agents[label], (APIAgent, HFAgent))
-
-    def _settle(self, game: _Game) -> store.GameRow | None:
-        """Let the game's scripted seats answer until it waits on an API or ``hf:`` agent (None), or ends:
-        its row, its env back in the pool."""
-        row = None
-        while row is None and not self._remote(game.label):
-            row = game.advance(_answer(game.act))
-        if row is not None:
-            self.envs[game.job.env_id].append(game.env)
-        return row
-
-    def _start(self, job: Job) -> _Game | store.GameRow:
-        """The game of ``job`` at its first decision, or its row if it is over before any."""
+    def _start(self, job: Job) -> _Game:
+        """The game of ``job``, in an idle env, with its own copy of each seat's agent."""
         entrants = [self.entrants[label] for label in job.players]
         agents = [self._agent(label) for label in job.players]
         idle = self.envs.setdefault(job.env_id, [])
         env = idle.pop() if idle else spiral_arena.make(job.env_id)
         broken = [seat for seat, agent in enumerate(agents) if isinstance(agent, Exception)]
         if broken:
-            idle.append(env)
-            return _unbuilt(env, job, entrants, broken[0], agents[broken[0]])
-        spent = [Spent() if isinstance(agent, APIAgent) else None for agent in agents]
-        play = play_game(env, job, entrants)
-        try:
-            decision = next(play)
-        except StopIteration as end:
-            idle.append(env)
-            return _charged(end.value, spent)
+            row = _unbuilt(env, job, entrants, broken[0], agents[broken[0]])
+            return _Game(_over(row), [], job=job, env=env)
         seeds = [agent_seed(job.seed, seat, entrant.seed) for seat, entrant in enumerate(entrants)]
-        own = [_own_copy(a, s) for a, s in zip(agents, seeds, strict=True)]
-        return _Game(job, env, own, play, decision, spent)
-
-    def _answers(self, games: list[_Game]) -> list[str | Exception]:
-        """One wave: the answer to each game's decision, or the exception its agent raised for it. Every
-        API request goes out at once, and is awaited once the ``hf:`` agents have generated, one batch each."""
-        by_agent: dict[str, list[int]] = {}
-        for i, game in enumerate(games):
-            by_agent.setdefault(game.label, []).append(i)
-        if self.requests is None:
-            self.requests = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaderboard-api")
-        requests = {
-            i: self.requests.submit(games[i].act)
-            for label, members in by_agent.items()
-            if isinstance(self.agents[label], APIAgent)
-            for i in members
-        }
-        outcomes: dict[int, str | Exception] = {}
-        for label, members in by_agent.items():
-            if isinstance(self.agents[label], HFAgent):
-                outcomes.update(zip(members, _generated([games[i] for i in members]), strict=True))
-        outcomes.update((i, _answer(future.result)) for i, future in requests.items())
-        return [outcomes[i] for i in range(len(games))]
-
-
-def _own_copy(agent: Agent, seed: int) -> Agent:
-    """A game's own copy of an agent, reset with its seed: it shares what the agent loaded (a model, an
-    HTTP client) but not its random stream, which built-in agents rebind on reset."""
-    own = copy.copy(agent)
-    reset = getattr(own, "reset", None)
-    if reset is not None:
-        reset(seed=seed)
-    return own
-
-
-def _answer(act: Callable[[], str]) -> str | Exception:
-    """What ``act`` returns, or the exception it raised: the outcome of one decision."""
-    try:
-        return act()
-    except Exception as exc:  # ends that decision's game as an error, in the game's coroutine
-        return exc
-
-
-def _generated(games: list[_Game]) -> list[str | Exception]:
-    """One ``hf:`` entrant's decisions of a wave in one batch, each row from its game's copy; a failed
-    batch (out of memory, say) ends every game in it."""
-    agents = [game.agents[game.decision[0]] for game in games]
-    observations = [game.decision[1] for game in games]
-    try:
-        return list(act_together(agents, observations))
-    except Exception as exc:
-        return [exc] * len(games)
+        own = [own_copy(agent, seed) for agent, seed in zip(agents, seeds, strict=True)]
+        return _Game(play_game(env, job, entrants), own, job=job, env=env)
 
 
 def _unbuilt(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], seat: int, exc: Exception) -> store.GameRow:
@@ -492,7 +319,9 @@ def run(
     with one line saying that the same command resumes it."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
-    concurrency = default_concurrency(entrants) if concurrency is None else check_concurrency(concurrency)
+    if concurrency is None:
+        concurrency = default_concurrency(e.spec for e in entrants)
+    concurrency = check_concurrency(concurrency)
     labels = [e.label for e in entrants]
     env_ids = check_games(env_ids)  # canonical spellings: the ids games are stored under
     jobs = schedule(labels, env_ids, games_per_pair, seed, reference)

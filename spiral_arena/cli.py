@@ -76,36 +76,51 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from spiral_arena.agents import make_agent
+    from spiral_arena.agents import make_agent, parse_spec, split_options
     from spiral_arena.core.actions import extract_answer
-    from spiral_arena.llm import APIError
-    from spiral_arena.play import play_game
+    from spiral_arena.inflight import default_concurrency
+    from spiral_arena.llm import PROVIDERS
+    from spiral_arena.play import play_games
     from spiral_arena.registry import make
 
     problems = _env_problems("env_id", [args.env_id])
     problems += _spec_problems("--p0", args.p0, human=True) + _spec_problems("--p1", args.p1, human=True)
     problems += _count_problem("--games", args.games) + _seed_problem(args.seed, args.games)
+    if args.concurrency is not None:
+        problems += _count_problem("--concurrency", args.concurrency)
     _check(problems)
-    env = make(args.env_id, render_mode="ansi")
+    env = make(args.env_id)
     specs = [args.p0, args.p1][: len(env.possible_agents)]
-    agents = [make_agent(s) for s in specs]
-    verbose = not args.quiet and "human" not in specs  # a human already sees everything
+    human = "human" in specs
+    concurrency = args.concurrency or (1 if human else min(args.games, default_concurrency(specs)))
+    if human and concurrency > 1:
+        _check(["--concurrency: a human player plays one game at a time; leave it out"])
+
+    def built(spec: str):  # an API agent gets a connection per game in flight unless its spec sets one
+        own = parse_spec(split_options(spec)[0]).kind in PROVIDERS and "concurrency" not in split_options(spec)[1]
+        return make_agent(spec, concurrency=concurrency) if own else make_agent(spec)
+
+    agents = [built(s) for s in specs]
+    verbose = not args.quiet and not human  # a human already sees everything
+    moves = verbose and concurrency == 1  # with games in flight, moves would interleave: each game's verdict only
 
     def show_move(agent: str, text: str) -> None:
         answer = " ".join(extract_answer(text).split())
         print(f"  {agent}: {answer[:120]}{'...' if len(answer) > 120 else ''}")
 
+    def show_start(index: int, seed: int | None) -> None:
+        print(f"--- game {index + 1} (seed {seed}) ---")
+
+    seeds = [None if args.seed is None else args.seed + g for g in range(args.games)]
     totals = [0.0] * len(agents)
     wins, draws, invalid, errors = [0] * len(agents), 0, [0] * len(agents), 0
-    for g in range(args.games):
-        seed = None if args.seed is None else args.seed + g
-        if verbose:
-            print(f"--- game {g + 1} (seed {seed}) ---")
-        try:
-            record = play_game(env, agents, seed=seed, on_step=show_move if verbose else None)
-        except APIError as error:  # an interrupted game is reported, never scored
+    played = play_games(
+        args.env_id, agents, seeds, concurrency, show_move if moves else None, show_start if moves else None
+    )
+    for g, record in played:
+        if record.error is not None:  # an interrupted game is reported, never scored
             errors += 1
-            print(f"game {g + 1} (seed {seed}) stopped by an API error: {error}")
+            print(f"game {g + 1} (seed {record.seed}) stopped by an API error: {record.error}")
             continue
         for i, r in enumerate(record.returns):
             totals[i] += r
@@ -117,8 +132,10 @@ def cmd_play(args: argparse.Namespace) -> int:
             wins[record.returns.index(max(record.returns))] += 1
         for name in record.invalid:
             invalid[env.possible_agents.index(name)] += 1
-        if verbose or "human" in specs:
-            print(env.log.latest(specs.index("human") if "human" in specs else 0).removeprefix("[GAME] "))
+        if human or moves:
+            print(record.ends[specs.index("human") if human else 0])
+        elif verbose:
+            print(f"game {g + 1} (seed {record.seed}): {record.ends[0]}")
     played = args.games - errors
     print(f"\n{played} game(s) of {args.env_id}" + (f", {errors} stopped by errors (not scored)" if errors else ""))
     for i, spec in enumerate(specs):
@@ -242,6 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--p1", default="random", help="agent spec for player_1 (default: random)")
     p.add_argument("--games", type=int, default=1, help="how many games (default: 1)")
     p.add_argument("--seed", type=int, default=None, help="seed of game 1; game i plays SEED + i - 1 (default: random)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="games in flight at once: API requests overlap, an hf: model answers in batches; the same games "
+        "as one at a time (default: 32 with an API or hf: agent, else 1; a human plays one at a time)",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.set_defaults(func=cmd_play)
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -67,3 +72,54 @@ def stored_rows(db: str | Path) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute("SELECT * FROM games ORDER BY id")]
     finally:
         conn.close()
+
+
+class HashingEndpoint:
+    """A chat endpoint whose answer depends on the request alone (a legal action picked by a hash of model
+    and observation, read back from the text), so a sequential and a concurrent run play the same games.
+    ``fails(model, nth request of that model, legal actions)`` makes a request an HTTP 500 instead. It
+    records the most requests it was ever answering at once."""
+
+    def __init__(self, delay_s: float = 0.0, fails: Callable[[str, int, list[str]], bool] | None = None) -> None:
+        self.delay_s, self.fails = delay_s, fails or (lambda model, nth, legal: False)
+        self.lock = threading.Lock()
+        self.in_flight = self.max_in_flight = 0
+        self.requests: Counter[str] = Counter()
+        self.http = JSONEndpoint(lambda body, headers: self.reply(body))
+        self.url = self.http.url
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        from spiral_arena.serve import recover_info
+
+        model, observation = body["model"], body["messages"][-1]["content"]
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.requests[model] += 1
+            nth = self.requests[model]
+        try:
+            time.sleep(self.delay_s)
+            legal = recover_info(observation)["legal_actions"]
+            if self.fails(model, nth, legal):
+                return 500, {"error": {"message": f"{model} is down"}}
+            move = legal[zlib.crc32(f"{model}\n{observation}".encode()) % len(legal)]
+            return 200, {"choices": [{"message": {"role": "assistant", "content": f"\\boxed{{{move}}}"}}]}
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def stop(self) -> None:
+        self.http.stop()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Callable[..., HashingEndpoint]]:
+    started: list[HashingEndpoint] = []
+
+    def start(**kwargs: object) -> HashingEndpoint:
+        started.append(HashingEndpoint(**kwargs))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()

@@ -10,73 +10,19 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-import zlib
-from collections import Counter
-from collections.abc import Callable, Iterator
 
 import pytest
-from conftest import JSONEndpoint
 
 from leaderboard.entrants import parse_entrants
-from leaderboard.runner import MODEL_CONCURRENCY, default_concurrency, run
+from leaderboard.runner import run
 from spiral_arena.cli import main as cli_main
-from spiral_arena.serve import recover_info
+from spiral_arena.inflight import MODEL_CONCURRENCY, default_concurrency
 
 pytest.importorskip("httpx", reason="API agents need the api extra")
 
 TIMING = ("id", "duration_s", "started_at", "finished_at", "latency_s0", "latency_s1")  # may differ between runs
 GAMES = ["TicTacToe-v0", "KuhnPoker-v0"]
-
-
-class Endpoint:
-    """An OpenAI-compatible chat endpoint whose answer depends on the request alone (a legal action picked
-    by a hash of model and observation), so a sequential and a concurrent run can store the same games.
-    ``fails(model, nth request of that model, legal actions)`` makes a request an HTTP 500 instead. It
-    records the most requests it was ever answering at once."""
-
-    def __init__(self, delay_s: float = 0.0, fails: Callable[[str, int, list[str]], bool] | None = None) -> None:
-        self.delay_s, self.fails = delay_s, fails or (lambda model, nth, legal: False)
-        self.lock = threading.Lock()
-        self.in_flight = self.max_in_flight = 0
-        self.requests: Counter[str] = Counter()
-        self.http = JSONEndpoint(lambda body, headers: self.reply(body))
-        self.url = self.http.url
-
-    def reply(self, body: dict) -> tuple[int, dict]:
-        model, observation = body["model"], body["messages"][-1]["content"]
-        with self.lock:
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            self.requests[model] += 1
-            nth = self.requests[model]
-        try:
-            time.sleep(self.delay_s)
-            legal = recover_info(observation)["legal_actions"]
-            if self.fails(model, nth, legal):
-                return 500, {"error": {"message": f"{model} is down"}}
-            move = legal[zlib.crc32(f"{model}\n{observation}".encode()) % len(legal)]
-            return 200, {"choices": [{"message": {"role": "assistant", "content": f"\\boxed{{{move}}}"}}]}
-        finally:
-            with self.lock:
-                self.in_flight -= 1
-
-    def stop(self) -> None:
-        self.http.stop()
-
-
-@pytest.fixture
-def endpoint() -> Iterator[Callable[..., Endpoint]]:
-    started: list[Endpoint] = []
-
-    def start(**kwargs: object) -> Endpoint:
-        started.append(Endpoint(**kwargs))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def rows(db: str) -> dict[tuple, dict]:
@@ -171,13 +117,10 @@ def test_the_requests_of_a_wave_overlap_up_to_the_concurrency(tmp_path, endpoint
     assert quiet.max_in_flight == 1
 
 
-def test_the_default_concurrency_follows_the_entrants(tmp_path):
-    assert default_concurrency(parse_entrants("random,expert#alpha=0.1")) == 1
-    assert default_concurrency(parse_entrants("random,openai:m@http://127.0.0.1:9/v1")) == MODEL_CONCURRENCY
-    tiny = tmp_path / "model"
-    tiny.mkdir()
-    (tiny / "config.json").write_text("{}")
-    assert default_concurrency(parse_entrants(f"random,hf:{tiny}")) == MODEL_CONCURRENCY
+def test_the_default_concurrency_follows_the_entrants():
+    assert default_concurrency(["random", "expert#alpha=0.1"]) == 1
+    assert default_concurrency(["random", "openai:m@http://127.0.0.1:9/v1"]) == MODEL_CONCURRENCY
+    assert default_concurrency(["random", "hf:runs/x/checkpoints/step_000120#temperature=0"]) == MODEL_CONCURRENCY
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "x", "2.5"])
