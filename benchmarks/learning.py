@@ -15,6 +15,15 @@ seed's final policy: exploitability <= 0.20, TicTacToe win-or-draw vs random >= 
 
 A run whose directory already holds its final evaluation is read, not repeated, so an interrupted
 benchmark continues where it stopped.
+
+``--select`` measures choosing the final checkpoint by evaluation instead of taking the last: each
+finished run's checkpoint with the best in-training score (TicTacToe win-or-draw minus exploitability,
+over the evaluations that have a checkpoint) is picked, then it and the last checkpoint are both played
+again on fresh seeds (``--select-games`` TicTacToe games per seat against random, through ``hf:`` with
+the sampling the run recorded, as a user would), so the pick's advantage is not the luck that picked it.
+Exploitability is computed exactly from the policy, so it needs no held-out replay.
+
+    python benchmarks/learning.py --seeds 3 --variants default,no_rae --report --select
 """
 
 from __future__ import annotations
@@ -152,6 +161,68 @@ def final_table(finals: dict[str, list[dict]]) -> Table:
     return table
 
 
+SELECT_SEED = 900_000  # fresh game seeds for the held-out replay: the runs evaluate from their own seed on
+
+
+def score(row: dict) -> float:
+    """The in-training number a checkpoint is picked by: higher is better on both targets at once."""
+    return row["ttt_win_or_draw"] - row["exploitability"]
+
+
+def ttt_vs_random(checkpoint: Path, games_per_seat: int) -> float:
+    """Win-or-draw share of ``hf:checkpoint`` (its recorded sampling) against random at TicTacToe,
+    ``games_per_seat`` games in each seat on fresh seeds, played in flight as ``spiral-arena play`` does."""
+    from spiral_arena.agents import make_agent
+    from spiral_arena.play import play_games
+
+    model, opponent = make_agent(f"hf:{checkpoint}"), make_agent("random")
+    seeds = list(range(SELECT_SEED, SELECT_SEED + games_per_seat))
+    good = 0
+    for seat, agents in enumerate(([model, opponent], [opponent, model])):
+        for _, record in play_games(TTT, agents, seeds, concurrency=64):
+            good += record.returns[seat] >= record.returns[1 - seat]
+    return good / (2 * games_per_seat)
+
+
+def selection_row(run: Path, games_per_seat: int) -> dict[str, float] | None:
+    """The picked and the last checkpoint of one run: step, exploitability, held-out TicTacToe."""
+    saved = {int(p.name.removeprefix("step_")): p for p in (run / "checkpoints").glob("step_*")}
+    rows = [summary(r) for r in eval_rows(run)]
+    candidates = [r for r in rows if r["step"] in saved]
+    if not candidates or rows[-1]["step"] not in saved:
+        return None
+    last, picked = rows[-1], max(candidates, key=score)
+    last_ttt = ttt_vs_random(saved[last["step"]], games_per_seat)
+    picked_ttt = last_ttt if picked is last else ttt_vs_random(saved[picked["step"]], games_per_seat)
+    return {
+        "picked_step": picked["step"],
+        "last_exploitability": last["exploitability"],
+        "picked_exploitability": picked["exploitability"],
+        "last_ttt": last_ttt,
+        "picked_ttt": picked_ttt,
+    }
+
+
+def selection_table(selected: dict[str, list[dict]], games_per_seat: int) -> Table:
+    """Per variant: the last checkpoint against the one picked by evaluation, over seeds."""
+    table = Table(
+        title=escape(
+            f"final checkpoint picked by evaluation vs the last one: mean +- 95% t-interval over seeds "
+            f"(TicTacToe replayed: {2 * games_per_seat} fresh games against random)"
+        )
+    )
+    for col in ("variant", "seeds", "picked steps", "exploitability last", "picked", "TTT W+D last", "picked"):
+        table.add_column(col, justify="right")
+    for variant, rows in selected.items():
+        cells = []
+        for key in ("last_exploitability", "picked_exploitability", "last_ttt", "picked_ttt"):
+            mean, half = interval([r[key] for r in rows])
+            cells.append(f"{mean:.3f} +- {half:.3f}")
+        steps = ", ".join(str(r["picked_step"]) for r in rows)
+        table.add_row(variant, str(len(rows)), steps, *cells)
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/learning")
@@ -160,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", default="default,no_rae", help=f"comma-separated, from {', '.join(VARIANTS)}")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, all runs")
     parser.add_argument("--report", action="store_true", help="only print the tables of runs already finished")
+    parser.add_argument("--select", action="store_true", help="also measure picking the checkpoint by evaluation")
+    parser.add_argument("--select-games", type=int, default=200, help="held-out TicTacToe games per seat (200)")
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
@@ -167,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; valid: {', '.join(VARIANTS)}")
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if args.select_games < 1:
+        parser.error("--select-games must be at least 1")
     settings = {}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -175,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
         settings[key.strip()] = value.strip()
     out, console = Path(args.out), Console()
     finals: dict[str, list[dict]] = {}
+    selected: dict[str, list[dict]] = {}
     for variant in variants:
         runs: dict[int, list[dict]] = {}
         for seed in range(args.seed_from, args.seed_from + args.seeds):
@@ -183,11 +259,15 @@ def main(argv: list[str] | None = None) -> None:
                 run_one(out, variant, seed, settings)
             if finished(run):
                 runs[seed] = [summary(r) for r in eval_rows(run)]
+                if args.select and (row := selection_row(run, args.select_games)) is not None:
+                    selected.setdefault(variant, []).append(row)
         if runs:
             console.print(step_table(variant, runs))
             finals[variant] = [rows[-1] for rows in runs.values()]
     if finals:
         console.print(final_table(finals))
+    if selected:
+        console.print(selection_table(selected, args.select_games))
     else:
         console.print("no finished runs under", out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -61,3 +62,29 @@ def test_bad_arguments_are_named(capsys):
     with pytest.raises(SystemExit):
         learning.main(["--set", "steps"])
     assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+def test_select_picks_the_best_evaluated_checkpoint_and_replays_it_on_fresh_seeds(tmp_path, capsys):
+    small = [s for s in SMALL if not s.startswith(("steps=", "eval_env_ids="))]
+    settings = [*small, "steps=4", "save_every=2", "eval_env_ids=KuhnPoker-v0:rounds=1,TicTacToe-v0"]
+    flags = [f for item in settings for f in ("--set", item)]
+    out = tmp_path / "runs"
+    learning.main(["--seeds", "1", "--variants", "default", "--out", str(out), *flags])
+    run = out / "default/seed0"
+    rows = [learning.summary(r) for r in learning.eval_rows(run)]
+    assert [r["step"] for r in rows] == [0, 2, 4]  # step 0 is the warm start: no checkpoint, not a candidate
+    best = max(rows[1:], key=lambda r: r["ttt_win_or_draw"] - r["exploitability"])
+    picked = learning.selection_row(run, games_per_seat=3)
+    assert picked["picked_step"] == best["step"] and picked["picked_exploitability"] == best["exploitability"]
+    assert picked["last_exploitability"] == rows[-1]["exploitability"]
+    last = run / "checkpoints/step_000004"
+    assert picked["last_ttt"] == learning.ttt_vs_random(last, 3)  # fresh seeds, the same ones each time
+    assert picked["last_ttt"] in {k / 6 for k in range(7)}  # 3 games per seat
+    capsys.readouterr()
+    learning.main(["--seeds", "1", "--variants", "default", "--out", str(out), "--report", "--select", *flags])
+    assert "picked by evaluation" in capsys.readouterr().out
+    for step in (0, 2):  # only the last checkpoint left: it is the pick
+        path = run / f"checkpoints/step_{step:06d}"
+        if path.exists():
+            shutil.rmtree(path)
+    assert learning.selection_row(run, games_per_seat=3)["picked_step"] == 4
