@@ -216,8 +216,9 @@ def selection_table(selected: dict[str, list[dict]], games_per_seat: int) -> Tab
     for variant, rows in selected.items():
         cells = []
         for key in ("last_exploitability", "picked_exploitability", "last_ttt", "picked_ttt"):
-            mean, half = interval([r[key] for r in rows])
-            cells.append(f"{mean:.3f} +- {half:.3f}")
+            values = [r[key] for r in rows]
+            mean, half = interval(values)
+            cells.append(f"{mean:.3f} +- {half:.3f} ({', '.join(f'{v:.3f}' for v in values)})")
         steps = ", ".join(str(r["picked_step"]) for r in rows)
         table.add_row(variant, str(len(rows)), steps, *cells)
     return table
