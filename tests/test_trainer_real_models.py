@@ -33,6 +33,13 @@ def make_turns(vocab: int, n: int = 8, seed: int = 0) -> list[Turn]:
     return turns
 
 
+def learner_step(model, optimizer, turns: list[Turn], config: TrainConfig) -> dict[str, float]:
+    """One call of the trainer's ``update`` on ``turns``, single process on CPU, no reference model."""
+    total = (len(turns), sum(len(t.response_ids) for t in turns))
+    cpu = torch.device("cpu")
+    return update(model, None, optimizer, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
+
+
 def step_once(model, lr: float, bf16: bool) -> tuple[float, list[torch.dtype]]:
     """One learner step (REINFORCE) at ``lr``; the share of non-embedding weights it changed, and
     the dtypes the output layer computed in."""
@@ -42,18 +49,7 @@ def step_once(model, lr: float, bf16: bool) -> tuple[float, list[torch.dtype]]:
     seen: list[torch.dtype] = []
     hook = model.get_output_embeddings().register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95))
-    total = (len(turns), sum(len(t.response_ids) for t in turns))
-    update(
-        model,
-        None,
-        optimizer,
-        turns,
-        total,
-        config,
-        np.random.default_rng(0),
-        torch.device("cpu"),
-        Distributed(torch.device("cpu")),
-    )
+    learner_step(model, optimizer, turns, config)
     hook.remove()
     after = dict(model.named_parameters())
     changed = sum(int((after[k] != v).sum()) for k, v in before.items())
@@ -235,20 +231,9 @@ def test_entropy_bonus_raises_the_policy_entropy():
             {"lr": 1e-2, "loss": "reinforce", "epochs": 1, "micro_batch": 4, "entropy_coef": coef}
         )
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.0)
-        total = (len(turns), sum(len(t.response_ids) for t in turns))
         before = mean_entropy(model, turns)
         for _ in range(3):
-            stats = update(
-                model,
-                None,
-                optimizer,
-                turns,
-                total,
-                config,
-                np.random.default_rng(0),
-                torch.device("cpu"),
-                Distributed(torch.device("cpu")),
-            )
+            stats = learner_step(model, optimizer, turns, config)
         results[coef] = (before, mean_entropy(model, turns), stats)
     before, after, stats = results[0.0]
     assert after == pytest.approx(before, abs=1e-6) and "entropy" not in stats
