@@ -4,14 +4,17 @@ A game is a coroutine over its own rules: it yields each decision ``(seat, obser
 the seat's answer (or thrown the agent's exception) and returns its result when it is over.
 ``InFlight.play`` keeps up to ``concurrency`` such games going, in waves: every game moves to its next
 decision (scripted seats answer at once), then the decisions waiting on models go out together: API
-agents' requests concurrently, on threads; an ``hf:`` model's decisions in one batched generate. A game
-still plays what it would alone, so the results are those of a sequential run (timing aside):
+agents' requests concurrently, on threads; the decisions of copies of one batched agent in one call of
+its ``act_together`` (an ``hf:`` model: one generate; the trainer's learner, ``trainers.evaluate``: one
+engine call). A game still plays what it would alone, so the results are those of a sequential run
+(timing aside):
 
 - each game has its own shallow copy of each of its agents, reset with that game's seed: built-in agents
   rebind their generator on reset, so a copy's random stream is the game's alone, while the heavy parts
   (a loaded model, an HTTP client) stay shared;
-- an ``hf:`` batch samples each row from its own copy's generator (``spiral_arena.agents.hf.act_together``),
-  so a row draws what it would draw alone (only the last bits of batched logits may differ);
+- an ``hf:`` batch samples each row from its own copy's generator (``HFAgent.act_together``), so a row
+  draws what it would draw alone (only the last bits of batched logits may differ); a batched agent that
+  samples a whole batch from one stream (the trainer's learner) is reproducible run to run, not row by row;
 - every decision has its own outcome: an agent's exception goes to the game it was acting in, and to no
   other game of the wave;
 - an API agent keeps no state between requests, so its replies depend on its server alone (a server
@@ -20,8 +23,9 @@ still plays what it would alone, so the results are those of a sequential run (t
 
 What an API seat's moves cost is charged to the game they were made in: each decision is one request
 (``APIAgent.answer``), whose reply carries its own token counts and latency, added to that game's
-``Spent`` for that seat by the thread that sent it. The leaderboard (``leaderboard.runner``) and
-``spiral-arena play --games N`` both play through here.
+``Spent`` for that seat by the thread that sent it. The leaderboard (``leaderboard.runner``),
+``spiral-arena play --games N`` and the trainer's evaluation matches (``trainers.evaluate``) play
+through here.
 """
 
 from __future__ import annotations
@@ -30,16 +34,30 @@ import copy
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from spiral_arena.agents import Agent, APIAgent, parse_spec, split_options
-from spiral_arena.agents.hf import HFAgent, act_together
 from spiral_arena.llm import PROVIDERS, Completion
 
 MODEL_CONCURRENCY = 32  # the default games in flight when an agent waits on a network or a model
 
 Decision = tuple[int, str, dict[str, Any]]  # seat, observation, info
 Result = TypeVar("Result")
+
+
+class Batched(Protocol):
+    """An agent whose copies answer a wave's decisions in one call: those of copies sharing a
+    ``batch_key`` (the loaded model) go to ``act_together``, row i answered by ``agents[i]``."""
+
+    batch_key: object
+
+    @staticmethod
+    def act_together(agents: Sequence[Any], observations: list[str]) -> list[str]: ...
+
+
+def batched(agent: Agent) -> bool:
+    """Whether ``agent`` answers in batches (``Batched``)."""
+    return getattr(agent, "batch_key", None) is not None
 
 
 def default_concurrency(specs: Iterable[str]) -> int:
@@ -178,15 +196,15 @@ class InFlight:
 
     def _answers(self, games: Sequence[Game]) -> list[str | Exception]:
         """One wave: the answer to each game's decision, or the exception its agent raised for it. Every
-        API request goes out at once, and is awaited once each ``hf:`` model has generated its batch."""
+        API request goes out at once, and is awaited once each batched agent has answered its batch."""
         api = [i for i, game in enumerate(games) if isinstance(game.waits_on, APIAgent)]
         if api and self.requests is None:
             self.requests = ThreadPoolExecutor(self.concurrency, thread_name_prefix="spiral-arena-api")
         requests = {i: self.requests.submit(games[i].act) for i in api}
         by_model: dict[int, list[int]] = {}
         for i, game in enumerate(games):
-            if isinstance(game.waits_on, HFAgent):
-                by_model.setdefault(id(game.waits_on.model), []).append(i)
+            if batched(game.waits_on):
+                by_model.setdefault(id(game.waits_on.batch_key), []).append(i)
         outcomes: dict[int, str | Exception] = {}
         for members in by_model.values():
             outcomes.update(zip(members, _generated([games[i] for i in members]), strict=True))
@@ -195,8 +213,8 @@ class InFlight:
 
 
 def _settle(game: Game) -> None:
-    """Let the game's scripted seats answer until it waits on an API or ``hf:`` agent, or ends."""
-    while not game.over and not isinstance(game.waits_on, (APIAgent, HFAgent)):
+    """Let the game's scripted seats answer until it waits on an API or batched agent, or ends."""
+    while not game.over and not (isinstance(game.waits_on, APIAgent) or batched(game.waits_on)):
         game.advance(_answer(game.act))
 
 
@@ -209,9 +227,10 @@ def _answer(act: Callable[[], str]) -> str | Exception:
 
 
 def _generated(games: list[Game]) -> list[str | Exception]:
-    """One ``hf:`` model's decisions of a wave in one batch, each row from its game's copy; a failed batch
-    (out of memory, say) goes to every game in it."""
+    """One batched model's decisions of a wave in one call, each row answered by its game's copy; a failed
+    batch (out of memory, say) goes to every game in it."""
+    agents = [game.waits_on for game in games]
     try:
-        return list(act_together([game.waits_on for game in games], [game.decision[1] for game in games]))
+        return list(agents[0].act_together(agents, [game.decision[1] for game in games]))
     except Exception as exc:
         return [exc] * len(games)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from spiral_arena.agents import Agent, HumanAgent
 from spiral_arena.core.env import TextGameEnv
@@ -15,11 +16,13 @@ from spiral_arena.registry import make
 @dataclass
 class GameRecord:
     seed: int | None
+    players: tuple[str, ...] = ()  # the env's agent names, in seat order
     returns: tuple[float, ...] = ()
     invalid: dict[str, str] = field(default_factory=dict)  # offender -> reason
     moves: list[tuple[str, str]] = field(default_factory=list)  # (player, answer as given), in order
     ends: tuple[str, ...] = ()  # each seat's last message: the game's verdict as that player read it
     error: str | None = None  # an API failure that stopped the game: it is not scored
+    outcome: dict[str, Any] = field(default_factory=dict)  # the env's ``outcome``: winner (a name or None), reason
 
     @property
     def steps(self) -> int:
@@ -32,17 +35,25 @@ def agent_seed(seed: int | None, seat: int) -> int | None:
 
 
 def game_moves(
-    env: TextGameEnv, seed: int | None, on_step: Callable[[str, str], None] | None = None
+    env: TextGameEnv,
+    seed: int | None,
+    on_step: Callable[[str, str], None] | None = None,
+    max_moves: int | None = None,
 ) -> Generator[Decision, str, GameRecord]:
     """One game in ``env`` as a coroutine (``spiral_arena.inflight``): it yields each decision and is
-    sent the seat's answer; an API failure thrown in stops the game (``GameRecord.error``)."""
+    sent the seat's answer; an API failure thrown in stops the game (``GameRecord.error``). A game still
+    going after ``max_moves`` answers is truncated (a cap outside the rules, as a trainer sets)."""
     env.reset(seed=seed)
-    record = GameRecord(seed)
+    record = GameRecord(seed, tuple(env.possible_agents))
     for name in env.agent_iter():
         observation, _, terminated, truncated, info = env.last()
+        if not (terminated or truncated) and max_moves is not None and len(record.moves) >= max_moves:
+            env.truncate()
+            observation, _, terminated, truncated, info = env.last()
         if terminated or truncated:
             if "invalid_move" in info:
                 record.invalid[name] = info["invalid_move"]
+            record.outcome = info.get("outcome", {})
             env.step(None)
             continue
         try:
@@ -94,24 +105,32 @@ def play_games(
     concurrency: int = 1,
     on_step: Callable[[str, str], None] | None = None,
     on_start: Callable[[int, int | None], None] | None = None,
+    *,
+    env_options: dict[str, Any] | None = None,
+    rotate_seats: bool = False,
+    max_moves: int | None = None,
 ) -> Iterator[tuple[int, GameRecord]]:
-    """Game i plays ``seeds[i]``, agent j in seat j, with up to ``concurrency`` games in flight
-    (``spiral_arena.inflight``: API requests concurrently, an ``hf:`` model's decisions in one batch);
+    """Game i plays ``seeds[i]``, agent j in seat j (``rotate_seats``: in seat (i + j) mod the number of
+    seats, so each agent takes every seat in turn), with up to ``concurrency`` games in flight
+    (``spiral_arena.inflight``: API requests concurrently, a batched agent's decisions in one call);
     yields (i, its record) as games end. Each game has its own copy of each agent, reset with
     ``agent_seed``, so a game plays what ``play_game`` plays with the same seed, whatever else is in
-    flight. ``on_start(i, seed)`` is called as game i begins."""
+    flight. ``on_start(i, seed)`` is called as game i begins. ``env_options`` go to ``make``;
+    ``max_moves`` caps each game (``game_moves``)."""
     idle: list[TextGameEnv] = []
     flight = InFlight(concurrency)
 
     def start(index: int, seed: int | None) -> _Played:
-        env = idle.pop() if idle else make(env_id, render_mode="ansi")
-        own = [own_copy(agent, agent_seed(seed, seat)) for seat, agent in enumerate(agents)]
+        env = idle.pop() if idle else make(env_id, render_mode="ansi", **(env_options or {}))
+        n = len(agents)
+        seated = [agents[(seat - index) % n] for seat in range(n)] if rotate_seats else agents
+        own = [own_copy(agent, agent_seed(seed, seat)) for seat, agent in enumerate(seated)]
         for agent in own:
             if isinstance(agent, HumanAgent):
                 agent.validate = env.check_action
         if on_start is not None:
             on_start(index, seed)
-        return _Played(game_moves(env, seed, on_step), own, index=index, env=env)
+        return _Played(game_moves(env, seed, on_step, max_moves), own, index=index, env=env)
 
     try:
         for game in flight.play(start(i, seed) for i, seed in enumerate(seeds)):

@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 import spiral_arena  # noqa: E402
 from spiral_arena.agents import RandomAgent  # noqa: E402
-from spiral_arena.agents.hf import SETTINGS_FILE, HFAgent, act_together  # noqa: E402
+from spiral_arena.agents.hf import SETTINGS_FILE, HFAgent  # noqa: E402
 from spiral_arena.play import play_game  # noqa: E402
 from trainers.tiny import build_model, build_tokenizer, create_tiny, game_corpus  # noqa: E402
 
@@ -91,7 +91,7 @@ def test_copies_sample_together_what_each_samples_alone(tiny_path):
 
     together, alone = copies(), copies()
     for _ in range(2):  # the second call checks that the generators moved on alike
-        replies = act_together(together, seen)
+        replies = HFAgent.act_together(together, seen)
         assert replies == [own.act(o, {}) for own, o in zip(alone, seen, strict=True)]
     assert len(set(replies)) > 1
 

@@ -327,3 +327,41 @@ def test_a_multi_round_run_says_its_exploitability_is_read_on_single_hands():
     assert "single-hand read-out; this run plays 5-round Kuhn" in eval_line(4, five, ["KuhnPoker-v0"])
     summary = final_summary(five, 4, 60.0, config, ["KuhnPoker-v0"])
     assert "read on single hands although this run plays 5-round Kuhn" in summary
+
+
+def test_policy_tokenises_a_prompt_once_and_gives_the_tokenizers_ids(monkeypatch):
+    from trainers import rollout
+    from trainers.tiny import build_tokenizer, game_corpus
+
+    tokenizer = build_tokenizer(game_corpus(["KuhnPoker-v0"], 5), vocab_size=300)
+    tokenised: list[str] = []
+
+    class Spy:  # the real tokenizer, counting the texts it is asked to tokenise
+        def __getattr__(self, name):
+            return getattr(tokenizer, name)
+
+        def __call__(self, texts, **kwargs):
+            tokenised.extend(texts)
+            return tokenizer(texts, **kwargs)
+
+    policy = Policy(EchoEngine(tokenizer, str), Spy())
+    tokenised.clear()  # building the policy reads its stop tokens
+    env = rollout.make("KuhnPoker-v0", rounds=1)
+    observations = []
+    for seed in range(8):  # 8 deals of 6 possible: first observations repeat
+        env.reset(seed=seed)
+        observations.append(env.observe(env.agent_selection))
+    expected = tokenizer([policy.prompt_text(o) for o in observations], add_special_tokens=False)["input_ids"]
+    assert policy.prompt_ids_batch(observations) == expected
+    assert len(tokenised) == len(set(observations)) < len(observations)
+    got = policy.prompt_ids_batch(observations)
+    assert got == expected and len(tokenised) == len(set(observations))  # nothing tokenised again
+    got[0].append(-1)  # a caller's copy is its own
+    assert policy.prompt_ids_batch(observations[:1]) == expected[:1]
+    monkeypatch.setattr(rollout, "PROMPT_CACHE_TOKENS", len(expected[0]) + 1)  # room for one prompt
+    fresh = Policy(EchoEngine(tokenizer, str), tokenizer)
+    for _ in range(2):
+        assert fresh.prompt_ids_batch(observations) == expected
+        assert fresh._known_tokens <= sum(len(ids) for ids in expected)
+    assert len(fresh._known_prompts) == len(set(observations))  # one batch past the limit, then cleared
+    assert fresh.prompt_ids_batch(observations[:1]) == expected[:1]

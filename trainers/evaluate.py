@@ -9,6 +9,7 @@ on anything else is reported as ``kuhn_invalid_mass``), then scored by
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import torch
 from spiral_arena import list_envs, make
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
+from spiral_arena.play import play_games
 from spiral_arena.registry import spec as spec_of
 from trainers.logprobs import pack, response_logprobs
 from trainers.rollout import GameResult, GameSpec, Policy, collect
@@ -31,6 +33,31 @@ def eval_games(training_games: list[GameSpec], extra: str) -> list[GameSpec]:
     return training_games + [GameSpec.parse(g) for g in OUT_OF_DOMAIN if g in registered]
 
 
+class Learner:
+    """The policy under training as a seat of the shared runner (``spiral_arena.inflight``): every game
+    holds a copy, and a wave's decisions of all copies go to the engine in one call, sampled with a seed
+    drawn from the evaluation's own generator (so one evaluation seed gives the same games run to run)."""
+
+    def __init__(self, policy: Policy, rng: np.random.Generator, max_new_tokens: int, temperature: float, top_p: float):
+        self.policy, self.rng = policy, rng
+        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
+
+    @property
+    def batch_key(self) -> Policy:
+        return self.policy
+
+    @staticmethod
+    def act_together(agents: Sequence[Learner], observations: list[str]) -> list[str]:
+        me = agents[0]
+        prompts = me.policy.prompt_ids_batch(observations)
+        seed = int(me.rng.integers(2**31))
+        completions = me.policy.engine.generate(prompts, me.max_new_tokens, me.temperature, me.top_p, seed=seed)
+        return me.policy.decode_batch([c.token_ids for c in completions])
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        return self.act_together([self], [observation])[0]
+
+
 def play_against(
     policy: Policy,
     games: list[GameSpec],
@@ -41,10 +68,12 @@ def play_against(
     long_questions: int = 0,
     **generation: Any,
 ) -> dict[str, float]:
-    """Win/draw/loss and invalid rate of the policy vs each opponent, seats alternating. A
-    single-player game has no opponent: it is played once, as "solo"; Twenty Questions with
-    ``secret_samples`` k > 0 plays every secret of its word list k times (``secret_success``), and
-    again with ``long_questions`` questions allowed when that is > 0."""
+    """Win/draw/loss and invalid rate of the policy vs each opponent, seats alternating, all ``n_games``
+    in flight through the runner the leaderboard and ``spiral-arena play`` use (``play_games``): the
+    policy's decisions of a wave in one engine call, an API opponent's requests concurrently. A game cut
+    at ``max_game_actions`` counts as a draw. A single-player game has no opponent: it is played once,
+    as "solo"; Twenty Questions with ``secret_samples`` k > 0 plays every secret of its word list k
+    times (``secret_success``), and again with ``long_questions`` questions allowed when that is > 0."""
     metrics: dict[str, float] = {}
     for spec in games:
         solo = len(spec_of(spec.env_id).game.agents) == 1
@@ -56,36 +85,33 @@ def play_against(
                 budget = {**generation, "max_game_actions": max(long_questions, generation["max_game_actions"])}
                 metrics.update(secret_success(policy, longer, secret_samples, seed, **budget))
             continue
+        obs_format = generation.get("obs_format", "")
+        env_options = {**spec.options, **({"obs_format": obs_format} if obs_format else {})}
         for name in ["solo"] if solo else opponents:
-            opponent = None if solo else make_agent(name)
-            if hasattr(opponent, "reset"):
-                opponent.reset(seed=seed)
-            results = collect(
-                policy,
-                [spec],
-                np.ones(1),
-                min_samples=0,
-                games_in_flight=n_games,
-                rng=np.random.default_rng(seed),
-                opponent=opponent,
-                games=n_games,
-                invalid_penalty=-1.0,
-                invalid_opponent_reward=1.0,
-                **generation,
-            )
+            rng = np.random.default_rng(seed)
+            seeds = [int(s) for s in rng.integers(2**31, size=n_games)]
+            learner = Learner(policy, rng, generation["max_new_tokens"], generation["temperature"], generation["top_p"])
+            seated = [learner] if solo else [learner, make_agent(name)]
             counts: dict[str, int] = defaultdict(int)
-            for r in results:
-                me = r.policy_seats[0]
+            for i, record in play_games(
+                spec.env_id,
+                seated,
+                seeds,
+                concurrency=n_games,
+                env_options=env_options,
+                rotate_seats=True,
+                max_moves=generation["max_game_actions"],
+            ):
+                my_name = record.players[i % len(seated)]  # rotate_seats: the learner sits in seat i mod n
+                winner = record.outcome.get("winner")
                 if solo:  # a win is the game's own verdict; there is no draw
-                    counts["win" if r.won else "loss"] += 1
-                    counts["invalid"] += r.invalid_by == me
-                    continue
-                mine, theirs = r.returns[me], r.returns[1 - me]
-                counts["win" if mine > theirs else "loss" if mine < theirs else "draw"] += 1
-                counts["invalid"] += r.invalid_by == me
+                    counts["win" if winner == my_name else "loss"] += 1
+                else:
+                    counts["win" if winner == my_name else "draw" if winner is None else "loss"] += 1
+                counts["invalid"] += my_name in record.invalid
             key = f"eval/{spec.label}/{name}"
             for outcome in ("win", "draw", "loss", "invalid"):
-                metrics[f"{key}/{outcome}"] = counts[outcome] / len(results)
+                metrics[f"{key}/{outcome}"] = counts[outcome] / n_games
     return metrics
 
 

@@ -8,6 +8,7 @@ opponent is a fixed agent, answer through ``act_batch``. Finished games turn int
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,9 @@ def parse_mixture(games: str, weights: str) -> tuple[list[GameSpec], np.ndarray]
     return specs, w / w.sum()
 
 
+PROMPT_CACHE_TOKENS = 4_000_000  # prompt token ids a Policy keeps (16 MB as int32, plus the texts)
+
+
 class Policy:
     """The model's side of a decision: observation -> prompt token ids; batched generation."""
 
@@ -108,6 +112,8 @@ class Policy:
         rendered = self._render(self._MARKER)
         self._prefix, found, self._suffix = rendered.partition(self._MARKER)
         self._fast = bool(found)
+        self._known_prompts: dict[str, array] = {}  # prompt text -> its token ids
+        self._known_tokens = 0  # how many ids it holds
 
     def _render(self, content: str) -> str:
         return self.tokenizer.apply_chat_template(
@@ -122,8 +128,20 @@ class Policy:
         return self.prompt_ids_batch([observation])[0]
 
     def prompt_ids_batch(self, observations: list[str]) -> list[list[int]]:
+        """Token ids of each observation's prompt. Games revisit the same positions (a Kuhn hand has 12
+        information states), so prompts seen before are not tokenised again: tokenising was the largest
+        cost of a rollout outside the model. Each caller gets its own copy of the ids."""
         texts = [self.prompt_text(o) for o in observations]
-        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        known = self._known_prompts
+        new = list(dict.fromkeys(t for t in texts if t not in known))
+        if new:
+            encoded = [array("i", ids) for ids in self.tokenizer(new, add_special_tokens=False)["input_ids"]]
+            self._known_tokens += sum(len(ids) for ids in encoded)
+            if self._known_tokens > PROMPT_CACHE_TOKENS:  # start over rather than grow without bound
+                known.clear()
+                self._known_tokens = sum(len(ids) for ids in encoded)
+            known.update(zip(new, encoded, strict=True))
+        return [known[t].tolist() for t in texts]
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

@@ -26,7 +26,7 @@ class HFAgent(BaseAgent):
     and ``max_new_tokens``. ``temperature=0`` decodes greedily. Sampling (temperature, then top-p, as
     the trainer samples) draws from the agent's own generator, which ``reset(seed)`` replaces: a
     shallow copy that is reset holds its own random stream but shares the loaded model, so games
-    played at once each get a copy and ``act_together`` still answers them in one batch.
+    played at once each get a copy and ``HFAgent.act_together`` still answers them in one batch.
     """
 
     def __init__(
@@ -127,7 +127,27 @@ class HFAgent(BaseAgent):
 
     def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[str]:
         """One ``generate`` call; every row samples from this agent's generator, row after row."""
-        return act_together([self] * len(observations), observations)
+        return self.act_together([self] * len(observations), observations)
+
+    @property
+    def batch_key(self) -> Any:
+        """Copies of this agent share the loaded model: their decisions go in one batch
+        (``spiral_arena.inflight``)."""
+        return self.model
+
+    @staticmethod
+    def act_together(agents: Sequence[HFAgent], observations: list[str]) -> list[str]:
+        """Replies to ``observations[i]`` by ``agents[i]``: copies of one loaded model (one per game in
+        flight), answered in one batch, each row sampled from its own copy's generator. What a row draws
+        is then what it would draw alone; its logits may still differ from an unbatched call in the last
+        bits (a batched matrix product may round differently), which can change a token only when a
+        draw falls within that rounding of a boundary, or two logits tie within it when greedy."""
+        if not agents:
+            return []
+        first = agents[0]
+        if any(agent.model is not first.model for agent in agents):
+            raise ValueError("act_together answers for copies of one loaded model only")
+        return first._generate(observations, [agent.generator for agent in agents])
 
     def _generate(self, observations: list[str], generators: list[Any]) -> list[str]:
         if not observations:
@@ -150,20 +170,6 @@ class HFAgent(BaseAgent):
             )
         new_tokens = out[:, batch["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-
-
-def act_together(agents: Sequence[HFAgent], observations: list[str]) -> list[str]:
-    """Replies to ``observations[i]`` by ``agents[i]``: copies of one loaded model (one per game in
-    flight), answered in one batch, each row sampled from its own copy's generator. What a row draws
-    is then what it would draw alone; its logits may still differ from an unbatched call in the last
-    bits (a batched matrix product may round differently), which can change a token only when a
-    draw falls within that rounding of a boundary, or two logits tie within it when greedy."""
-    if not agents:
-        return []
-    first = agents[0]
-    if any(agent.model is not first.model for agent in agents):
-        raise ValueError("act_together answers for copies of one loaded model only")
-    return first._generate(observations, [agent.generator for agent in agents])
 
 
 class _RowSampler:

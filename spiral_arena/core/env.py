@@ -116,6 +116,7 @@ class TextGameEnv(AECEnv):
         self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
         self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
         self.state_: Any = None  # None until the first reset()
+        self._step_info = type(game).step_info is not TextGame.step_info  # skip the call where it adds nothing
         self._bit_generator: np.random.PCG64 | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -193,15 +194,25 @@ class TextGameEnv(AECEnv):
         return self.log.observation(self._seat[agent])
 
     def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        self._require_reset("last")
-        return super().last(observe)
+        # PettingZoo's ``last``, spelled out: it runs before every move, so each call it saves counts
+        if self.state_ is None:
+            self._require_reset("last")
+        agent = self.agent_selection
+        return (
+            self.observe(agent) if observe else None,
+            self._cumulative_rewards[agent],
+            self.terminations[agent],
+            self.truncations[agent],
+            self.infos[agent],
+        )
 
     def agent_iter(self, max_iter: int = 2**63) -> Any:
         self._require_reset("agent_iter")
         return super().agent_iter(max_iter)
 
     def step(self, action: Any) -> None:
-        self._require_reset("step")
+        if self.state_ is None:
+            self._require_reset("step")
         if not self.agents:
             raise RuntimeError("the game is over and every agent has stepped out; call reset()")
         agent = self.agent_selection
@@ -284,7 +295,8 @@ class TextGameEnv(AECEnv):
             action_line = f"Legal actions: {', '.join(legal)}."
         if game.roles:
             info["role"] = game.roles[player]
-        info.update(game.step_info(state))
+        if self._step_info:
+            info.update(game.step_info(state))
         for i, agent in enumerate(agents):
             self.infos[agent] = info if i == player else self._waiting_info(i, legal is None)
         # The position comes last, right before the answer: small models use private information

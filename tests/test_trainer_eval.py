@@ -1,0 +1,64 @@
+"""The trainer's evaluation (``trainers.evaluate.play_against``) plays through the shared runner
+(``spiral_arena.inflight`` via ``spiral_arena.play.play_games``): the policy's decisions of a wave go to
+the engine in one call, seats alternate, invalid answers and truncations are charged to the right seat,
+and an API opponent's requests go out concurrently. The engine is a scripted stand-in (no model)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from test_trainer_units import CharTokenizer, EchoEngine, kuhn_answer  # noqa: E402
+
+from trainers.evaluate import play_against  # noqa: E402
+from trainers.rollout import GameSpec, Policy  # noqa: E402
+
+GENERATION = {"max_new_tokens": 8, "temperature": 1.0, "top_p": 1.0, "max_game_actions": 50}
+
+
+def evaluate(answer, game: str, opponents: list[str], n_games: int, seed: int = 5, **options):
+    engine = EchoEngine(CharTokenizer(), answer)
+    policy = Policy(engine, CharTokenizer(), "bare")
+    settings = {**GENERATION, "obs_format": "last", **options}
+    return play_against(policy, [GameSpec.parse(game)], opponents, n_games, seed=seed, **settings), engine
+
+
+def test_a_wave_of_decisions_is_one_engine_call_and_seeds_fix_the_games():
+    metrics, engine = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 10)
+    # wave 1: the five games where the policy opens and the five where random opened already;
+    # a single hand then leaves at most the opener's answer to a bet: at most one more call
+    assert [len(prompts) for prompts in engine.calls][0] == 10
+    assert len(engine.calls) <= 2
+    key = "eval/KuhnPoker-v0:rounds=1/random"
+    assert metrics[f"{key}/win"] + metrics[f"{key}/draw"] + metrics[f"{key}/loss"] == pytest.approx(1.0)
+    assert metrics[f"{key}/invalid"] == 0.0
+    again, _ = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 10)
+    assert again == metrics
+    seen = {tuple(p) for p in engine.calls[0]}
+    _, other = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 10, seed=6)
+    assert {tuple(p) for p in other.calls[0]} != seen  # another evaluation seed deals other hands
+
+
+def test_invalid_answers_lose_in_either_seat():
+    metrics, engine = evaluate(lambda prompt: "no idea", "TicTacToe-v0", ["random"], 6)
+    key = "eval/TicTacToe-v0/random"
+    assert metrics[f"{key}/invalid"] == 1.0 and metrics[f"{key}/loss"] == 1.0
+    # seats alternate: in three games the policy opened on an empty board, in three random had moved
+    boards = ["".join(chr(i) for i in prompt) for prompt in engine.calls[0]]
+    assert sum(board.count("X") == 0 for board in boards) == 3
+
+
+def test_a_game_cut_at_max_game_actions_is_a_draw():
+    metrics, _ = evaluate(lambda prompt: "\\boxed{[4]}", "TicTacToe-v0", ["random"], 4, max_game_actions=1)
+    key = "eval/TicTacToe-v0/random"
+    assert metrics[f"{key}/draw"] == 1.0 and metrics[f"{key}/invalid"] == 0.0
+
+
+def test_an_api_opponent_answers_its_games_concurrently(endpoint):
+    server = endpoint(delay_s=0.05)
+    opponent = f"openai:a@{server.url}#max_retries=0"
+    metrics, _ = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", [opponent], 8)
+    key = f"eval/KuhnPoker-v0:rounds=1/{opponent}"
+    assert metrics[f"{key}/win"] + metrics[f"{key}/draw"] + metrics[f"{key}/loss"] == pytest.approx(1.0)
+    assert server.max_in_flight > 1
