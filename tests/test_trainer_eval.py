@@ -62,3 +62,16 @@ def test_an_api_opponent_answers_its_games_concurrently(endpoint):
     key = f"eval/KuhnPoker-v0:rounds=1/{opponent}"
     assert metrics[f"{key}/win"] + metrics[f"{key}/draw"] + metrics[f"{key}/loss"] == pytest.approx(1.0)
     assert server.max_in_flight > 1
+
+
+def test_a_single_player_game_is_scored_by_its_own_verdict():
+    def guess_octopus(prompt: list[int]) -> str:
+        return "\\boxed{Is it an octopus?}"
+
+    for secret, wins in (("octopus", 1.0), ("piano", 0.0)):
+        game = f"TwentyQuestions-v0:secret={secret};max_questions=3"
+        metrics, _ = evaluate(guess_octopus, game, ["random"], 6)
+        key = f"eval/{game}/solo"
+        assert metrics[f"{key}/win"] == wins and metrics[f"{key}/loss"] == 1.0 - wins
+        assert metrics[f"{key}/draw"] == 0.0
+        assert not any("/random/" in k for k in metrics)  # no opponent in a one-player game

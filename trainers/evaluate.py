@@ -72,7 +72,7 @@ def play_against(
     in flight through the runner the leaderboard and ``spiral-arena play`` use (``play_games``): the
     policy's decisions of a wave in one engine call, an API opponent's requests concurrently. A game cut
     at ``max_game_actions`` counts as a draw. A single-player game has no opponent: it is played once,
-    as "solo"; Twenty Questions with ``secret_samples`` k > 0 plays every secret of its word list k
+    as "solo" (``solo_success``); Twenty Questions with ``secret_samples`` k > 0 plays every secret of its word list k
     times (``secret_success``), and again with ``long_questions`` questions allowed when that is > 0."""
     metrics: dict[str, float] = {}
     for spec in games:
@@ -85,13 +85,16 @@ def play_against(
                 budget = {**generation, "max_game_actions": max(long_questions, generation["max_game_actions"])}
                 metrics.update(secret_success(policy, longer, secret_samples, seed, **budget))
             continue
+        if solo:  # through the rollout collector, which hands a wave's questions to an LLM judge at once
+            metrics.update(solo_success(policy, spec, n_games, seed, **generation))
+            continue
         obs_format = generation.get("obs_format", "")
         env_options = {**spec.options, **({"obs_format": obs_format} if obs_format else {})}
-        for name in ["solo"] if solo else opponents:
+        for name in opponents:
             rng = np.random.default_rng(seed)
             seeds = [int(s) for s in rng.integers(2**31, size=n_games)]
             learner = Learner(policy, rng, generation["max_new_tokens"], generation["temperature"], generation["top_p"])
-            seated = [learner] if solo else [learner, make_agent(name)]
+            seated = [learner, make_agent(name)]
             counts: dict[str, int] = defaultdict(int)
             for i, record in play_games(
                 spec.env_id,
@@ -102,17 +105,34 @@ def play_against(
                 rotate_seats=True,
                 max_moves=generation["max_game_actions"],
             ):
-                my_name = record.players[i % len(seated)]  # rotate_seats: the learner sits in seat i mod n
+                my_name = record.players[i % 2]  # rotate_seats: the learner sits in seat i mod 2
                 winner = record.outcome.get("winner")
-                if solo:  # a win is the game's own verdict; there is no draw
-                    counts["win" if winner == my_name else "loss"] += 1
-                else:
-                    counts["win" if winner == my_name else "draw" if winner is None else "loss"] += 1
+                counts["win" if winner == my_name else "draw" if winner is None else "loss"] += 1
                 counts["invalid"] += my_name in record.invalid
             key = f"eval/{spec.label}/{name}"
             for outcome in ("win", "draw", "loss", "invalid"):
                 metrics[f"{key}/{outcome}"] = counts[outcome] / n_games
     return metrics
+
+
+def solo_success(policy: Policy, spec: GameSpec, n_games: int, seed: int, **generation: Any) -> dict[str, float]:
+    """``n_games`` of a single-player game on random seeds: a win is the game's own verdict (no draws)."""
+    results = collect(
+        policy,
+        [spec],
+        np.ones(1),
+        min_samples=0,
+        games_in_flight=n_games,
+        rng=np.random.default_rng(seed),
+        games=n_games,
+        invalid_penalty=-1.0,
+        invalid_opponent_reward=1.0,
+        **generation,
+    )
+    won = sum(r.won for r in results) / len(results)
+    key = f"eval/{spec.label}/solo"
+    invalid = sum(r.invalid_by == 0 for r in results) / len(results)
+    return {f"{key}/win": won, f"{key}/draw": 0.0, f"{key}/loss": 1.0 - won, f"{key}/invalid": invalid}
 
 
 def covering_seeds(spec: GameSpec, start: int) -> list[int]:
