@@ -267,10 +267,10 @@ def main(argv: list[str] | None = None) -> None:
             finals[variant] = [rows[-1] for rows in runs.values()]
     if finals:
         console.print(final_table(finals))
-    if selected:
-        console.print(selection_table(selected, args.select_games))
     else:
         console.print("no finished runs under", out)
+    if selected:
+        console.print(selection_table(selected, args.select_games))
 
 
 if __name__ == "__main__":

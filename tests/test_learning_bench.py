@@ -45,6 +45,9 @@ def test_same_seed_same_numbers_and_finished_runs_are_reused(tmp_path, capsys):
     assert (a0 / "metrics.jsonl").stat().st_mtime_ns == written  # read back, not trained again
     out = capsys.readouterr().out
     assert "mean [min, max] over seeds 0, 1" in out and "final policies" in out
+    assert "no finished runs" not in out
+    learning.main(["--report", "--out", str(tmp_path / "empty")])
+    assert "no finished runs under" in capsys.readouterr().out
 
 
 def test_statistics_are_the_stated_ones():
