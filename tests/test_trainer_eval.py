@@ -25,7 +25,7 @@ def evaluate(answer, game: str, opponents: list[str], n_games: int, seed: int = 
 
 
 def test_a_wave_of_decisions_is_one_engine_call_and_seeds_fix_the_games():
-    metrics, engine = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 10)
+    metrics, engine = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 5)  # 5 games per seat
     # wave 1: the five games where the policy opens and the five where random opened already;
     # a single hand then leaves at most the opener's answer to a bet: at most one more call
     assert [len(prompts) for prompts in engine.calls][0] == 10
@@ -33,15 +33,15 @@ def test_a_wave_of_decisions_is_one_engine_call_and_seeds_fix_the_games():
     key = "eval/KuhnPoker-v0:rounds=1/random"
     assert metrics[f"{key}/win"] + metrics[f"{key}/draw"] + metrics[f"{key}/loss"] == pytest.approx(1.0)
     assert metrics[f"{key}/invalid"] == 0.0
-    again, _ = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 10)
+    again, _ = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 5)
     assert again == metrics
     seen = {tuple(p) for p in engine.calls[0]}
-    _, other = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 10, seed=6)
+    _, other = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", ["random"], 5, seed=6)
     assert {tuple(p) for p in other.calls[0]} != seen  # another evaluation seed deals other hands
 
 
 def test_invalid_answers_lose_in_either_seat():
-    metrics, engine = evaluate(lambda prompt: "no idea", "TicTacToe-v0", ["random"], 6)
+    metrics, engine = evaluate(lambda prompt: "no idea", "TicTacToe-v0", ["random"], 3)
     key = "eval/TicTacToe-v0/random"
     assert metrics[f"{key}/invalid"] == 1.0 and metrics[f"{key}/loss"] == 1.0
     # seats alternate: in three games the policy opened on an empty board, in three random had moved
@@ -50,7 +50,7 @@ def test_invalid_answers_lose_in_either_seat():
 
 
 def test_a_game_cut_at_max_game_actions_is_a_draw():
-    metrics, _ = evaluate(lambda prompt: "\\boxed{[4]}", "TicTacToe-v0", ["random"], 4, max_game_actions=1)
+    metrics, _ = evaluate(lambda prompt: "\\boxed{[4]}", "TicTacToe-v0", ["random"], 2, max_game_actions=1)
     key = "eval/TicTacToe-v0/random"
     assert metrics[f"{key}/draw"] == 1.0 and metrics[f"{key}/invalid"] == 0.0
 
@@ -58,7 +58,7 @@ def test_a_game_cut_at_max_game_actions_is_a_draw():
 def test_an_api_opponent_answers_its_games_concurrently(endpoint):
     server = endpoint(delay_s=0.05)
     opponent = f"openai:a@{server.url}#max_retries=0"
-    metrics, _ = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", [opponent], 8)
+    metrics, _ = evaluate(kuhn_answer, "KuhnPoker-v0:rounds=1", [opponent], 4)
     key = f"eval/KuhnPoker-v0:rounds=1/{opponent}"
     assert metrics[f"{key}/win"] + metrics[f"{key}/draw"] + metrics[f"{key}/loss"] == pytest.approx(1.0)
     assert server.max_in_flight > 1

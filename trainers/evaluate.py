@@ -68,9 +68,10 @@ def play_against(
     long_questions: int = 0,
     **generation: Any,
 ) -> dict[str, float]:
-    """Win/draw/loss and invalid rate of the policy vs each opponent, seats alternating, all ``n_games``
-    in flight through the runner the leaderboard and ``spiral-arena play`` use (``play_games``): the
-    policy's decisions of a wave in one engine call, an API opponent's requests concurrently. A game cut
+    """Win/draw/loss and invalid rate of the policy vs each opponent over ``n_games`` games in each seat
+    (seats alternating, so 2 x ``n_games`` in all), all in flight through the runner the leaderboard and
+    ``spiral-arena play`` use (``play_games``): the policy's decisions of a wave in one engine call, an
+    API opponent's requests concurrently. A game cut
     at ``max_game_actions`` counts as a draw. A single-player game has no opponent: it is played once,
     as "solo" (``solo_success``); Twenty Questions with ``secret_samples`` k > 0 plays every secret of its word list k
     times (``secret_success``), and again with ``long_questions`` questions allowed when that is > 0."""
@@ -92,7 +93,7 @@ def play_against(
         env_options = {**spec.options, **({"obs_format": obs_format} if obs_format else {})}
         for name in opponents:
             rng = np.random.default_rng(seed)
-            seeds = [int(s) for s in rng.integers(2**31, size=n_games)]
+            seeds = [int(s) for s in rng.integers(2**31, size=2 * n_games)]  # n_games in each seat
             learner = Learner(policy, rng, generation["max_new_tokens"], generation["temperature"], generation["top_p"])
             seated = [learner, make_agent(name)]
             counts: dict[str, int] = defaultdict(int)
@@ -100,7 +101,7 @@ def play_against(
                 spec.env_id,
                 seated,
                 seeds,
-                concurrency=n_games,
+                concurrency=len(seeds),
                 env_options=env_options,
                 rotate_seats=True,
                 max_moves=generation["max_game_actions"],
@@ -111,7 +112,7 @@ def play_against(
                 counts["invalid"] += my_name in record.invalid
             key = f"eval/{spec.label}/{name}"
             for outcome in ("win", "draw", "loss", "invalid"):
-                metrics[f"{key}/{outcome}"] = counts[outcome] / n_games
+                metrics[f"{key}/{outcome}"] = counts[outcome] / len(seeds)
     return metrics
 
 

@@ -321,7 +321,7 @@ def figures(rows: list[Row], config: dict[str, Any]) -> dict[str, Figure]:
 
 
 def _win_rates(rows: list[Row], config: dict[str, Any], evals: dict[str, list[str]]) -> Figure:
-    count = f"{config['eval_games']} games per opponent" if isinstance(config.get("eval_games"), int) else ""
+    count = f"{config['eval_games']} games per seat and opponent" if isinstance(config.get("eval_games"), int) else ""
     details = ", ".join(d for d in (count, _temperature(config, "eval_temperature", "temperature ")) if d)
     fig, axes = _grid(len(evals), 3, "Evaluation against fixed opponents" + (f" ({details})" if details else ""))
     colours = _colours(o for opponents in evals.values() for o in opponents)
