@@ -108,16 +108,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evals.data import parse_benchmark_list
     from evals.run import EvalOptions, run_eval
     from spiral_arena.agents import model_path_problem
+    from spiral_arena.outputs import write_problem
 
     if not args.model:
         raise ValueError("eval needs --model SPEC (hf:PATH, vllm:PATH or PROVIDER:MODEL[@URL]), or a subcommand")
     kind, _, path = args.model.partition(":")
     if kind in ("hf", "vllm") and (problem := model_path_problem(path)) is not None:
         raise ValueError(f"--model {kind}:PATH: {problem}")  # before any data is read or file written
+    output_dir = args.output_dir or _default_output(args.model, args.preset)
+    if (problem := write_problem(output_dir, directory=True)) is not None:
+        raise ValueError(f"--output-dir {output_dir} {problem}")
     options = EvalOptions(
         model=args.model,
         benchmarks=parse_benchmark_list(args.benchmarks),
-        output_dir=args.output_dir or _default_output(args.model, args.preset),
+        output_dir=output_dir,
         preset=args.preset,
         overrides=_overrides(args),
         limit=args.limit,

@@ -10,6 +10,8 @@ when a rating is provisional; their defaults live in ``leaderboard.settings``. `
 (``run`` and ``show``, repeatable) prices API agents' tokens for the cost columns; bad prices fail
 before any game is played. ``run --reference-pool FILE`` takes its entrants, games, games per pair and
 seed from a frozen benchmark file and adds the ``--agents`` to it (see ``leaderboard.reference_pool``).
+Every file a command writes (``run --db``, ``show --html/--png/--csv/--json``) is checked for
+writability before any game is played or any result read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 DEFAULT_DB = "leaderboard.sqlite"
 DEFAULT_GAMES_PER_PAIR = 20
+REPORT_KINDS = ("html", "png", "csv", "json")  # show's report files: --KIND PATH, written by report.write_KIND
 REASONING_HELP = (
     "an eval run directory (spiral-arena eval --output-dir), or a folder of them: adds a Reasoning column "
     "with the run's benchmark average for the hf: entrant of the same model"
@@ -167,13 +170,19 @@ def _price(standings, prices: dict, agents: dict) -> None:
 
 
 def _show(standings, args: argparse.Namespace) -> None:
+    """The tables, then each report file asked for; a write that fails anyway (checked beforehand, so a
+    full disk, say) is a RuntimeError of one line."""
     from leaderboard import report
+    from spiral_arena.outputs import write_failure
 
     report.print_tables(standings)
-    for kind in ("html", "png", "csv", "json"):
+    for kind in REPORT_KINDS:
         path = getattr(args, kind, None)
         if path is not None:
-            getattr(report, f"write_{kind}")(standings, path)
+            try:
+                getattr(report, f"write_{kind}")(standings, path)
+            except OSError as error:
+                raise RuntimeError(write_failure(f"--{kind}", path, error)) from None
             print(f"wrote {path}")
 
 
@@ -255,7 +264,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     problems = [
         p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
     ]
-    problems += _output_problems(args)
+    problems += _output_problems(args, database=True)
     if reference is not None:  # the pool's stored games are reused by label: each must be the same agent
         problems += stored_problems(args.db, entrants)
     if problems:  # a missing model, a bad option or an unwritable output fails now, not game by game
@@ -310,17 +319,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _output_problems(args: argparse.Namespace) -> list[str]:
-    """Report files that cannot be written, found before any game is played."""
+def _output_problems(args: argparse.Namespace, database: bool) -> list[str]:
+    """Report files (and with ``database``, a run's ``--db``) that cannot be written, found before any
+    game is played or any database is read: hours of games must not end in a PermissionError."""
+    from leaderboard.store import write_problem as database_problem
+    from spiral_arena.outputs import write_problem
+
     problems = []
-    for kind in ("html", "png", "csv", "json"):
+    if database and (problem := database_problem(args.db)) is not None:
+        problems.append(f"--db {args.db} {problem}")
+    for kind in REPORT_KINDS:
         path = getattr(args, kind, None)
-        if path is None:
-            continue
-        if path.is_dir():
-            problems.append(f"--{kind} {path} is a directory; give a file path")
-        elif not path.parent.is_dir():
-            problems.append(f"--{kind} {path}: the directory {path.parent} does not exist")
+        if path is not None and (problem := write_problem(path, make_parents=False)) is not None:
+            problems.append(f"--{kind} {path} {problem}")
     return problems
 
 
@@ -329,7 +340,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from leaderboard.standings import compute, parse_prices
     from spiral_arena.registry import canonical_env_id
 
-    problems = _output_problems(args)
+    problems = _output_problems(args, database=False)
     if problems:
         raise ValueError("; ".join(problems))
     rating_options = _rating_options(args)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import spiral_arena
+from spiral_arena import outputs
 
 BUSY_TIMEOUT_S = 60.0
 NO_PLAYER = ""  # player1 and spec1 of a single-player game
@@ -151,9 +152,28 @@ def _database_file(path: str | Path, must_exist: bool) -> Path:
     return path
 
 
+def write_problem(path: str | Path) -> str | None:
+    """Why a run could not write the database at ``path``, worded to follow it, or None. A missing
+    file's nearest existing folder must let it be made; an existing file, its -wal and -shm files and
+    its folder (where SQLite makes and removes those) must all be writable."""
+    path = Path(path)
+    if path.is_dir():
+        return f"is a directory; give a database file, e.g. {path / 'leaderboard.sqlite'}"
+    problem = outputs.write_problem(path)
+    if problem is not None or not path.exists():
+        return problem
+    for side in (path.with_name(f"{path.name}-{suffix}") for suffix in ("wal", "shm")):
+        if side.exists() and outputs.write_problem(side) is not None:
+            return f"cannot be written: this user has no write permission on {side.name} beside it"
+    problem = outputs.folder_problem(path.parent)
+    return None if problem is None else f"cannot be written: {problem} (SQLite makes its -wal and -shm files there)"
+
+
 def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
     """Open (or with ``create``, make) the database at ``path`` and migrate it to the current schema."""
     path = _database_file(path, must_exist=not create)
+    if (problem := write_problem(path)) is not None:
+        raise ValueError(f"--db {path} {problem}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -165,6 +185,8 @@ def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
         migrate(conn)
     except sqlite3.DatabaseError as error:
         conn.close()
+        if error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_READONLY:  # permissions os.access did not foresee
+            raise ValueError(f"--db {path} cannot be written: SQLite found the file or its folder read-only") from None
         raise ValueError(f"{path} is not a usable leaderboard database: {error}") from error
     return conn
 

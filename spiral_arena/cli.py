@@ -52,11 +52,21 @@ def _spec_problems(flag: str, spec: str, human: bool) -> list[str]:
     return [] if problem is None else [f"{flag}: {problem}"]
 
 
-def _output_file_problem(flag: str, path: str) -> list[str]:
-    target = Path(path)
-    if target.is_dir():
-        return [f"{flag}: {path} is a directory; give a file path"]
-    return []
+def _output_problem(flag: str, path: str, directory: bool = False) -> list[str]:
+    """An output file (or with ``directory``, folder) this user cannot write, found before the work."""
+    from spiral_arena.outputs import write_problem
+
+    problem = write_problem(path, directory=directory)
+    return [] if problem is None else [f"{flag}: {path} {problem}"]
+
+
+def _about(error: OSError, path: str) -> bool:
+    """Whether ``error`` came from writing ``path``: it names that file or a folder above it, or no
+    file at all (a write to an open file that fails, a full disk)."""
+    if error.filename is None:
+        return True
+    target = Path(path).absolute()
+    return Path(error.filename).absolute() in (target, *target.parents)
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -189,17 +199,24 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    from spiral_arena.outputs import write_failure
     from trainers.rollout import parse_mixture
     from trainers.sft import play_transcripts, write_transcripts
 
     games = [g.strip() for g in args.games.split(",") if g.strip()]
     problems = _env_problems("--games", games, args.obs_format) + _spec_problems("--agent", args.agent, human=False)
     problems += _count_problem("--n-games", args.n_games) + _seed_problem(args.seed, args.n_games)
-    _check(problems + _output_file_problem("--out", args.out))
+    _check(problems + _output_problem("--out", args.out))
     specs, weights = parse_mixture(args.games, "")
-    n = write_transcripts(
-        play_transcripts(args.agent, specs, weights, args.n_games, args.seed, args.obs_format), args.out
-    )
+    try:
+        n = write_transcripts(
+            play_transcripts(args.agent, specs, weights, args.n_games, args.seed, args.obs_format), args.out
+        )
+    except OSError as error:
+        if not _about(error, args.out):  # an agent's own failure keeps its traceback
+            raise
+        print(f"spiral-arena collect: error: {write_failure('--out:', args.out, error)}", file=sys.stderr)
+        return 1
     print(f"wrote {n} decisions from {args.n_games} games to {args.out}")
     return 0
 
@@ -214,8 +231,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     problems += _count_problem("--steps", args.steps) + _count_problem("--batch", args.batch) + _seed_problem(args.seed)
     if not args.lr > 0:
         problems.append(f"--lr: must be greater than 0, got {args.lr}")
-    if Path(args.output_dir).is_file():
-        problems.append(f"--output-dir: {args.output_dir} is a file; give a directory")
+    problems += _output_problem("--output-dir", args.output_dir, directory=True)
     if not Path(args.data).is_file():
         problems.append(f"--data: {args.data} is not a file (a JSONL of prompt/response lines, e.g. from collect)")
     else:
@@ -279,8 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="also answer requests whose Host (or Origin) is NAME; repeatable (default: loopback names only "
-        "when bound to loopback)",
+        help="also answer requests whose Host (or Origin) is NAME; repeatable (default: the loopback names when "
+        "bound to loopback, the --host address when bound to another one, any name when bound to 0.0.0.0 or ::, "
+        "where --allow-host restricts it to the names given)",
     )
     p.add_argument(
         "--latency-ms",

@@ -7,8 +7,12 @@ Gemini, Mistral, OpenRouter, OpenAI, vLLM and ``spiral-arena serve`` all accept 
 covers them. Failures are retried with bounded exponential backoff and then raised as one
 ``APIError``; a game interrupted that way must be reported as an error, never scored.
 
-Keys come only from arguments or environment variables and never leave this module in text:
-every error message is scrubbed of the key and of bearer tokens, and reprs show ``***``.
+Keys come only from arguments or environment variables and never leave this module in text.
+An environment key goes only where the user chose to send it (``check_key_host``): to loopback, over
+https to its provider's own host or a host in $SPIRAL_ARENA_TRUST_HOSTS, or to the URL of a spec that
+names its own variable (``#key_env=VAR``). Keys travel in clear text only to loopback, or with a
+warning on stderr to a URL the user paired with them. Every error message is scrubbed of the key
+and of bearer tokens, and reprs show ``***``.
 ``ChatClient.complete`` also returns what the request cost (``Completion``: the provider's token
 counts and the latency), and nothing else about the request.
 ``httpx`` is imported when a client is built, so the package works without the ``api`` extra.
@@ -23,6 +27,7 @@ import logging
 import os
 import random
 import re
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -88,46 +93,117 @@ def safe_url(url: str) -> str:
 
 
 def resolve_endpoint(
-    provider: str, base_url: str | None, api_key: str | None, who: str, key_argument: str
+    provider: str,
+    base_url: str | None,
+    api_key: str | None,
+    who: str,
+    key_argument: str,
+    key_env: str | None = None,
 ) -> tuple[str, str | None]:
     """The base URL and key for ``provider``: arguments first, then the usual environment variables,
-    then the preset. A missing key is an error naming the variable, except on loopback URLs."""
+    then the preset. ``key_env`` is the variable a spec chose for its key (``#key_env=VAR``). A missing
+    key is an error naming the variable, except on loopback URLs. An environment key only goes where
+    ``check_key_host`` allows, and a key about to travel in clear text is warned about on stderr."""
     preset = PROVIDERS[provider]
     env_url = os.environ.get(preset.base_url_env) if preset.base_url_env else None
     url = base_url or env_url or preset.base_url
-    key = api_key or os.environ.get(preset.key_env) or None
-    if key is None and not is_loopback(url):
-        raise ValueError(
-            f"{who} needs an API key: set {preset.key_env} or pass {key_argument}=...; "
-            "only a loopback base URL (http://127.0.0.1:PORT/v1"
-            + (f", e.g. in {preset.base_url_env}" if preset.base_url_env else "")
-            + ") may go without one"
-        )
-    if key is not None and not api_key and base_url and base_url != env_url:
+    if api_key:  # given in code: the caller chose where it goes
+        return url, api_key
+    if key_env is not None:  # the user paired this key with this spec's URL, whatever its host
+        key = key_from_variable(key_env, who)
+        _warn_if_clear_text(key_env, url)
+        return url, key
+    key = os.environ.get(preset.key_env) or None
+    if key is None:
+        if not is_loopback(url):
+            raise ValueError(
+                f"{who} needs an API key: set {preset.key_env} or pass {key_argument}=...; "
+                "only a loopback base URL (http://127.0.0.1:PORT/v1"
+                + (f", e.g. in {preset.base_url_env}" if preset.base_url_env else "")
+                + ") may go without one"
+            )
+    elif base_url and base_url != env_url:
         check_key_host(preset, base_url)  # an environment key follows a URL written in a spec only where safe
+    elif url == env_url:  # both set in the environment by the user (the OpenAI SDK's convention)
+        _warn_if_clear_text(preset.key_env, url)
     return url, key
 
 
 TRUST_HOSTS_ENV = "SPIRAL_ARENA_TRUST_HOSTS"
+KEY_ENV_OPTION = "key_env"  # the spec option naming a spec's own key variable: openai:m@URL#key_env=MY_KEY
+
+
+_VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def key_variable_problem(variable: object) -> str | None:
+    """What is wrong with the name in ``#key_env=NAME``, or None. Capitals only, as variables are
+    written: a key pasted there by mistake (sk-..., AIza...) is refused without being echoed, before
+    it could reach a label or a database."""
+    if isinstance(variable, str) and _VARIABLE_NAME.fullmatch(variable):
+        return None
+    return (
+        f"#{KEY_ENV_OPTION} must name an environment variable: capitals, digits and _, e.g. "
+        f"#{KEY_ENV_OPTION}=MY_GATEWAY_KEY (the value given is not shown, in case it is a key)"
+    )
+
+
+def key_from_variable(variable: str, who: str) -> str:
+    """The key in ``$variable``, which a spec named with ``#key_env=VARIABLE``; a bad name, or a
+    variable unset or blank, is an error naming it (never a silent fall back to the provider's key)."""
+    if (problem := key_variable_problem(variable)) is not None:
+        raise ValueError(f"{who}: {problem}")
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        state = "blank" if variable in os.environ else "not set"
+        raise ValueError(
+            f"{who}: #{KEY_ENV_OPTION}={variable} names ${variable}, which is {state}; "
+            f"set {variable} to the API key for this endpoint"
+        )
+    return key
 
 
 def check_key_host(preset: Provider, url: str) -> None:
     """Refuse, before any request, to send a provider's key from the environment to a host the user
-    did not choose for it. Allowed: the provider's own host, loopback, and hosts named in
-    $SPIRAL_ARENA_TRUST_HOSTS (comma-separated; over plain http the key then travels in clear text,
-    the user's explicit choice). A spec such as ``openai:m@http://models.example.org/v1`` would
-    otherwise send OPENAI_API_KEY, unencrypted, to whoever serves that address."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == urlsplit(preset.base_url).hostname or is_loopback(url):
+    did not choose for it, or in clear text to a host off this machine. Allowed: loopback (any
+    scheme); over https only, the provider's own host and hosts named in $SPIRAL_ARENA_TRUST_HOSTS
+    (comma-separated). A spec such as ``openai:m@http://models.example.org/v1`` would otherwise send
+    OPENAI_API_KEY, unencrypted, to whoever serves that address. A spec that must send a key elsewhere
+    names its own variable (``#key_env=VAR``): then the user chose that key for that URL."""
+    if is_loopback(url):
         return
-    trusted = {h.strip().lower() for h in os.environ.get(TRUST_HOSTS_ENV, "").split(",") if h.strip()}
-    if host in trusted:
-        return
-    plain = " over plain http (clear text)" if urlsplit(url).scheme.lower() == "http" else ""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    chosen = host == urlsplit(preset.base_url).hostname or host in _trusted_hosts()
+    own_variable = f"give this spec its own key variable with #{KEY_ENV_OPTION}=VAR"
+    if parts.scheme.lower() == "https":
+        if chosen:
+            return
+        raise ValueError(
+            f"refusing to send ${preset.key_env} to {host}: it is not {preset.name}'s host or loopback. If that "
+            f"server should get it, allow it with {TRUST_HOSTS_ENV}={host}, or {own_variable}"
+        )
     raise ValueError(
-        f"refusing to send ${preset.key_env} to {host}{plain}: it is not {preset.name}'s host or loopback. "
-        f"If that server should get it, allow it with {TRUST_HOSTS_ENV}={host}"
+        f"refusing to send ${preset.key_env} to {host} over plain http: the key would travel in clear text. "
+        "Use an https:// URL"
+        + ("" if chosen else f" and allow the host with {TRUST_HOSTS_ENV}={host}")
+        + f", or {own_variable}"
     )
+
+
+def _trusted_hosts() -> set[str]:
+    return {h.strip().lower() for h in os.environ.get(TRUST_HOSTS_ENV, "").split(",") if h.strip()}
+
+
+def _warn_if_clear_text(variable: str, url: str) -> None:
+    """One stderr line when a key the user paired with ``url`` will cross the network unencrypted."""
+    if urlsplit(url).scheme.lower() == "http" and not is_loopback(url):
+        host = urlsplit(url).hostname
+        print(
+            f"spiral-arena: warning: ${variable} is sent to {host} over plain http: the key travels in clear text "
+            "(use https to protect it)",
+            file=sys.stderr,
+        )
 
 
 def is_loopback(url: str) -> bool:

@@ -25,10 +25,12 @@ earlier message of a chat holds what the last one lacks.
 
 Web pages must not be able to use the server (and spend a served API agent's key): a POST must say
 ``Content-Type: application/json`` (a browser cannot send that cross-site without asking first), an
-``Origin`` header must name an allowed host, and on loopback the ``Host`` header must be a loopback
-name too (DNS rebinding). ``allowed_hosts`` widens that. Bodies are capped at ``MAX_BODY_BYTES``;
-malformed JSON, nesting too deep to parse and lone surrogates are 400s, never 500s. Neither the
-upstream URL of a served API agent nor its upstream's error text is shown to clients.
+``Origin`` header must name an allowed host, and the ``Host`` header must name the address the server
+is bound to (a loopback name on loopback), so DNS rebinding cannot reach it under another name; only a
+server bound to a wildcard (0.0.0.0, ::) answers any Host (``host_names``). ``allowed_hosts`` widens
+that. Bodies are capped at ``MAX_BODY_BYTES``; malformed JSON, nesting too deep to parse and lone
+surrogates are 400s, never 500s. Neither the upstream URL of a served API agent nor its upstream's
+error text is shown to clients.
 
 ``latency_s`` (``--latency-ms``) is a benchmarking aid: every accepted chat request waits that long
 before it is answered, as a stand-in for a real provider's latency, so that clients which overlap
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
 import re
 import sys
@@ -335,6 +338,45 @@ def create_app(
     return app
 
 
+def host_names(host: str, allow_hosts: tuple[str, ...] = ()) -> frozenset[str] | None:
+    """The Host names a server bound to ``host`` answers, plus ``allow_hosts``; None means any name.
+    Bound to loopback: the loopback names. Bound to one other address: that address, so a web page
+    cannot reach it through DNS rebinding under a name of its own. Bound to a wildcard (0.0.0.0, ::),
+    reachable under every address the machine has: any name, unless ``allow_hosts`` lists them."""
+    extra = frozenset(_hostname(h) for h in allow_hosts)
+    bound = _hostname(host)
+    if _is_wildcard(bound):
+        return extra or None
+    return (LOOPBACK_NAMES if _is_loopback(bound) else frozenset()) | {bound} | extra
+
+
+def _is_wildcard(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_unspecified
+    except ValueError:
+        return address == ""
+
+
+def _is_loopback(address: str) -> bool:
+    return is_loopback(f"http://[{address}]" if ":" in address else f"http://{address}")
+
+
+def startup_messages(
+    host: str, port: int, label: str, api_key: str | None, allowed: frozenset[str] | None
+) -> list[str]:
+    """What ``serve`` prints before it listens: warnings about who can use it, then where it serves."""
+    messages = []
+    if api_key is None and not _is_loopback(_hostname(host)):
+        messages.append(f"warning: serving on {host} without --api-key: anyone who can reach it can use it")
+    if allowed is None:
+        messages.append(
+            f"warning: serving on {host} answers requests under any Host name, so a web page may reach it "
+            "through DNS rebinding; restrict it with --allow-host NAME for each name clients use"
+        )
+    messages.append(f"serving {label} at http://{host}:{port}/v1")
+    return messages
+
+
 def serve(
     agent: str,
     host: str = "127.0.0.1",
@@ -343,16 +385,12 @@ def serve(
     allow_hosts: tuple[str, ...] = (),
     latency_s: float = 0.0,
 ) -> None:
-    """Run the server until interrupted (uvicorn, one process). On loopback only loopback Host names
-    are answered (plus ``allow_hosts``); on another address any Host unless ``allow_hosts`` names them.
-    ``latency_s`` delays every chat answer (a benchmarking aid, see the module docstring)."""
+    """Run the server until interrupted (uvicorn, one process), answering the Host names of
+    ``host_names``. ``latency_s`` delays every chat answer (a benchmarking aid, see the module docstring)."""
     import uvicorn
 
-    loopback = is_loopback(f"http://[{host}]" if ":" in host else f"http://{host}")
-    extra = frozenset(_hostname(h) for h in allow_hosts)
-    allowed = LOOPBACK_NAMES | {_hostname(host)} | extra if loopback else (extra or None)
+    allowed = host_names(host, allow_hosts)
     app = create_app(agent, api_key=api_key, allowed_hosts=allowed, latency_s=latency_s)
-    if api_key is None and not loopback:
-        print(f"warning: serving on {host} without --api-key: anyone who can reach it can use it", file=sys.stderr)
-    print(f"serving {_label(agent)} at http://{host}:{port}/v1", file=sys.stderr, flush=True)
+    for message in startup_messages(host, port, _label(agent), api_key, allowed):
+        print(message, file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="info")

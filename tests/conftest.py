@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -17,6 +19,16 @@ from typing import Any
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def without_write_permission_bypass() -> list[str]:
+    """A command prefix under which file permissions bind: root ignores them unless it gives up the
+    capabilities that override them."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv, which can make file permissions bind")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
 
 
 def play_random_game(env, agents, seed=None):

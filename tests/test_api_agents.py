@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import spiral_arena
+from leaderboard.entrants import parse_entrant
 from spiral_arena.agents import (
     SPEC_FORMS,
     AgentSpec,
@@ -458,30 +459,146 @@ def test_make_agent_builds_expert_lazily():
     assert type(expert).__name__ == "ExpertAgent" and describe(expert) == "expert"
 
 
-def test_an_environment_key_only_goes_to_hosts_chosen_for_it(monkeypatch):
-    """OPENAI_API_KEY must not follow a URL written in a spec to any server: refused before any request."""
-    from spiral_arena.agents import make_agent
-
+@pytest.fixture
+def env_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """OPENAI_API_KEY set, and neither a base URL nor trusted hosts in the environment."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret")
-    monkeypatch.delenv("SPIRAL_ARENA_TRUST_HOSTS", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    for url, plain in (("http://models.example.org:8000/v1", True), ("https://models.example.org/v1", False)):
-        with pytest.raises(ValueError) as refused:
-            make_agent(f"openai:m@{url}")
-        message = str(refused.value)
-        assert "refusing to send $OPENAI_API_KEY to models.example.org" in message
-        assert ("clear text" in message) == plain and "SPIRAL_ARENA_TRUST_HOSTS=models.example.org" in message
-        assert "sk-env-secret" not in message
-    # allowed: loopback, the provider's own host, a host the user names, a key given explicitly,
-    # and a base URL the user set in the environment (the OpenAI SDK's own convention)
-    for spec in ("openai:m@http://127.0.0.1:9/v1", "openai:m@https://api.openai.com/v1"):
+    for name in ("SPIRAL_ARENA_TRUST_HOSTS", "OPENAI_BASE_URL", "MY_GATEWAY_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return "sk-env-secret"
+
+
+def refusal(spec: str) -> str:
+    """The error of building ``spec``, which must come before any request: ``.invalid`` names never
+    resolve, so a request would end in an APIError after a lookup, not in this ValueError at once."""
+    started = time.monotonic()
+    with pytest.raises(ValueError) as refused:
+        make_agent(spec)
+    assert time.monotonic() - started < 1.0
+    return str(refused.value)
+
+
+def test_an_environment_key_only_goes_to_hosts_chosen_for_it(env_key, monkeypatch, capsys):
+    """OPENAI_API_KEY must not follow a URL written in a spec to any server, nor travel in clear text
+    off this machine: refused before any request, naming the host and the way to allow it."""
+    foreign = refusal("openai:m@https://models.invalid/v1")
+    assert "refusing to send $OPENAI_API_KEY to models.invalid: it is not openai's host or loopback" in foreign
+    assert "SPIRAL_ARENA_TRUST_HOSTS=models.invalid" in foreign and "#key_env=VAR" in foreign
+    plain = refusal("openai:m@http://models.invalid:8000/v1")
+    assert "refusing to send $OPENAI_API_KEY to models.invalid over plain http" in plain and "clear text" in plain
+    assert "https://" in plain and "SPIRAL_ARENA_TRUST_HOSTS=models.invalid" in plain and "#key_env=VAR" in plain
+    own_host = refusal("openai:m@http://api.openai.com/v1")  # its own host, but in clear text
+    assert "to api.openai.com over plain http" in own_host and "SPIRAL_ARENA_TRUST_HOSTS" not in own_host
+    monkeypatch.setenv("SPIRAL_ARENA_TRUST_HOSTS", "other.invalid, Models.Invalid")
+    trusted_plain = refusal("openai:m@http://models.invalid/v1")
+    assert "over plain http: the key would travel in clear text" in trusted_plain and "#key_env=VAR" in trusted_plain
+    assert all(env_key not in text for text in (foreign, plain, own_host, trusted_plain))
+    # allowed: loopback in any scheme, the provider's own host and a trusted host over https, a key in code
+    assert make_agent("openai:m@https://models.invalid/v1").spec == "openai:m@https://models.invalid/v1"
+    for spec in (
+        "openai:m@http://127.0.0.1:9/v1",
+        "openai:m@http://localhost:9/v1",
+        "openai:m@https://api.openai.com/v1",
+    ):
         assert make_agent(spec).spec.startswith("openai:m")
-    assert make_agent("openai:m@http://models.example.org:8000/v1", api_key="sk-explicit")
-    monkeypatch.setenv("SPIRAL_ARENA_TRUST_HOSTS", "other.org, Models.Example.org")
-    assert make_agent("openai:m@https://models.example.org/v1")
-    monkeypatch.delenv("SPIRAL_ARENA_TRUST_HOSTS")
-    monkeypatch.setenv("OPENAI_BASE_URL", "https://gateway.example.com/v1")
-    assert make_agent("openai:m").spec == "openai:m@https://gateway.example.com/v1"
+    assert make_agent("openai:m@http://models.invalid:8000/v1", api_key="sk-explicit")
+    assert capsys.readouterr().err == ""  # nothing here sends a key in clear text off this machine
+
+
+def test_a_base_url_set_with_its_key_in_the_environment_is_used_and_clear_text_is_warned(env_key, monkeypatch, capsys):
+    """OPENAI_BASE_URL + OPENAI_API_KEY (the OpenAI SDK's convention, both the user's choice) stay
+    allowed to any host; over plain http off this machine a one-line warning says the key is exposed."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://gateway.invalid/v1")
+    assert make_agent("openai:m").spec == "openai:m@https://gateway.invalid/v1"
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://gateway.invalid:8080/v1")
+    assert make_agent("openai:m").spec == "openai:m@http://gateway.invalid:8080/v1"
+    assert make_agent("openai:m@http://gateway.invalid:8080/v1")  # the same URL written in the spec
+    warning = (
+        "spiral-arena: warning: $OPENAI_API_KEY is sent to gateway.invalid over plain http: the key travels in "
+        "clear text (use https to protect it)\n"
+    )
+    assert capsys.readouterr().err == warning * 2
+
+
+def test_a_spec_with_its_own_key_variable_sends_that_key_to_its_url(env_key, monkeypatch, capsys):
+    """``#key_env=VAR``: the key in $VAR goes to the spec's URL (the user paired them), the provider's
+    own variable does not; the name may be shown and stored, the key never."""
+    gateway_key = "sk-gateway-SECRET456"
+    monkeypatch.setenv("MY_GATEWAY_KEY", gateway_key)
+    with FaultServer(ok("fine")) as server:
+        agent = make_agent(f"openai:m@{server.url}#key_env=MY_GATEWAY_KEY")
+        assert agent.act("hi", {}) == "fine"
+    assert server.seen[0].headers["Authorization"] == f"Bearer {gateway_key}"
+    remote = make_agent("openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_KEY")  # any host, no warning
+    assert capsys.readouterr().err == ""
+    plain = make_agent("openai:m@http://models.invalid:8000/v1#key_env=MY_GATEWAY_KEY")
+    assert capsys.readouterr().err == (
+        "spiral-arena: warning: $MY_GATEWAY_KEY is sent to models.invalid over plain http: the key travels in "
+        "clear text (use https to protect it)\n"
+    )
+    texts = [repr(a) for a in (agent, remote, plain)] + [repr(a.client) for a in (agent, remote, plain)]
+    texts += [a.spec for a in (agent, remote, plain)]
+    assert not [text for text in texts if gateway_key in text or env_key in text]
+
+    monkeypatch.setenv("MY_GATEWAY_KEY", "  ")
+    assert "names $MY_GATEWAY_KEY, which is blank" in refusal(
+        "openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_KEY"
+    )
+    monkeypatch.delenv("MY_GATEWAY_KEY")
+    unset = refusal("openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_KEY")  # no fall back to OPENAI_API_KEY
+    assert "openai:m: #key_env=MY_GATEWAY_KEY names $MY_GATEWAY_KEY, which is not set; set MY_GATEWAY_KEY" in unset
+
+
+@pytest.mark.parametrize("value", ["sk-live-abc123", "AIzaSyMixedCase", "my_key", "1KEY", ""])
+def test_a_key_variable_that_is_no_variable_name_is_refused_without_an_echo(value, env_key):
+    """Capitals only, as variables are written: a key pasted there instead of its variable's name must
+    not reach an error message, a label or a database."""
+    for check in (lambda spec: make_agent(spec), lambda spec: parse_entrant(spec)):
+        with pytest.raises(ValueError) as refused:
+            check(f"openai:m@https://models.invalid/v1#key_env={value}")
+        message = str(refused.value)
+        assert "#key_env must name an environment variable: capitals, digits and _" in message
+        assert not value or value not in message
+
+
+def test_a_key_variable_is_checked_before_any_game_and_only_its_name_is_stored(
+    env_key, endpoint, tmp_path, monkeypatch, capsys
+):
+    from leaderboard import store
+    from spiral_arena.cli import main as cli_main
+
+    server = endpoint()
+    db = tmp_path / "lb.sqlite"
+    entry = f"openai:m@{server.url}#key_env=MY_GATEWAY_KEY"
+    args = ["leaderboard", "run", "--agents", f"{entry},random", "--games", "KuhnPoker-v0", "--games-per-pair", "2"]
+    assert cli_main([*args, "--db", str(db), "--no-progress"]) == 2  # the variable is unset: refused at once
+    assert capsys.readouterr().err == (
+        f"spiral-arena: error: '{entry}': #key_env=MY_GATEWAY_KEY names $MY_GATEWAY_KEY, which is not set; "
+        "set MY_GATEWAY_KEY to the API key for this endpoint\n"
+    )
+    assert not db.exists() and server.requests == {}
+    monkeypatch.setenv("MY_GATEWAY_KEY", "sk-gateway-SECRET456")
+    assert cli_main([*args, "--db", str(db), "--no-progress"]) == 0
+    assert server.requests["m"] > 0
+    conn = store.connect(db)
+    assert f"openai:m@{server.url}#key_env=MY_GATEWAY_KEY" in store.load_agents(conn)
+    conn.close()
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert b"SECRET456" not in stored and b"sk-env-secret" not in stored
+
+
+def test_key_env_is_an_option_of_api_agents_only():
+    from spiral_arena.agents import options_problem, split_options
+
+    spec, options = split_options("random#key_env=MY_KEY")
+    assert "unexpected keyword argument 'key_env'" in options_problem(spec, options)
+    spec, options = split_options("hf:some/model#key_env=MY_KEY")
+    assert "unknown option(s) key_env" in options_problem(spec, options)
+    spec, options = split_options("openai:m#keyenv=MY_KEY")
+    assert "unknown option(s) keyenv; valid: " in options_problem(spec, options) and "key_env" in options_problem(
+        spec, options
+    )
 
 
 def test_a_base_url_with_a_query_is_joined_properly_and_its_secrets_never_echo():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import without_write_permission_bypass
 
 from leaderboard import store
 from spiral_arena.cli import main as cli_main
@@ -228,16 +228,6 @@ def test_show_refuses_what_it_cannot_read(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
         assert fingerprint(tmp_path) == before
-
-
-def without_write_permission_bypass() -> list[str]:
-    """A command prefix under which file permissions bind: root ignores them unless it gives up the
-    capabilities that override them."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv, which can make file permissions bind")
-    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
 
 
 def show(db: Path) -> subprocess.CompletedProcess:

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,8 @@ from spiral_arena.play import play_game
 httpx = pytest.importorskip("httpx", reason="needs the api extra")
 pytest.importorskip("fastapi", reason="needs the api extra")
 pytest.importorskip("uvicorn", reason="needs the api extra")
+
+from spiral_arena.serve import create_app, host_names, startup_messages  # noqa: E402 (needs fastapi)
 
 TOKEN = "sk-test-SERVE-TOKEN"
 GAMES = ("KuhnPoker-v0", "TicTacToe-v0")
@@ -300,6 +303,74 @@ def test_an_allowed_host_is_answered(tmp_path):
         assert post(server, json.dumps(PLAY).encode(), **{**headers, "Host": "other.lan"}).status_code == 403
     finally:
         server.stop()
+
+
+class AppServer:
+    """An app of ``create_app`` served by uvicorn in a thread, on a free loopback port."""
+
+    def __init__(self, app: object) -> None:
+        import uvicorn
+
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}/v1"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+
+    def __enter__(self) -> AppServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.socket.close()
+
+
+def answered(server: AppServer, host: str) -> httpx.Response:
+    return post(server, json.dumps(PLAY).encode(), **{"Content-Type": "application/json", "Host": host})
+
+
+def test_a_server_bound_to_one_address_answers_only_that_name_and_the_allowed_ones():
+    """Before the fix a server bound to a LAN address answered any Host unless --allow-host was given,
+    so a web page could reach it by DNS rebinding under a name of its own."""
+    allowed = host_names("192.0.2.10", ("arena.lan",))
+    assert allowed == {"192.0.2.10", "arena.lan"} and host_names("192.0.2.10") == {"192.0.2.10"}
+    with AppServer(create_app("random", allowed_hosts=host_names("192.0.2.10"))) as server:
+        assert answered(server, "192.0.2.10:8000").status_code == 200
+        foreign = answered(server, "rebound.example:8000")
+        assert foreign.status_code == 403 and foreign.json()["error"]["message"] == (
+            "Host 'rebound.example' is not served here; start the server with --allow-host rebound.example to allow it"
+        )
+        assert answered(server, "127.0.0.1").status_code == 403  # not bound to loopback
+    with AppServer(create_app("random", allowed_hosts=host_names("fe80::1", ("arena.lan",)))) as server:
+        assert (
+            answered(server, "[fe80::1]:8000").status_code == 200 and answered(server, "arena.lan").status_code == 200
+        )
+        assert answered(server, "other.lan").status_code == 403
+
+
+def test_a_wildcard_server_answers_any_host_unless_told_which_and_says_so():
+    assert host_names("0.0.0.0") is None and host_names("::") is None
+    with AppServer(create_app("random", allowed_hosts=host_names("0.0.0.0"))) as server:
+        assert answered(server, "anything.example").status_code == 200
+    with AppServer(create_app("random", allowed_hosts=host_names("::", ("arena.lan",)))) as server:
+        assert answered(server, "arena.lan:8000").status_code == 200 and answered(server, "[::1]").status_code == 403
+    warning = (
+        "warning: serving on 0.0.0.0 answers requests under any Host name, so a web page may reach it through DNS "
+        "rebinding; restrict it with --allow-host NAME for each name clients use"
+    )
+    assert startup_messages("0.0.0.0", 8000, "random", "token", None) == [
+        warning,
+        "serving random at http://0.0.0.0:8000/v1",
+    ]
+    for host, allowed in (("0.0.0.0", ("arena.lan",)), ("192.0.2.10", ()), ("127.0.0.1", ())):
+        messages = startup_messages(host, 8000, "random", "token", host_names(host, allowed))
+        assert messages == [f"serving random at http://{host}:8000/v1"]
 
 
 def test_a_served_api_agent_keeps_its_upstream_to_itself(tmp_path):

@@ -4,7 +4,8 @@ One spec grammar is used everywhere (CLI, leaderboard, trainer opponents):
 ``random``, ``expert``, ``human``, ``hf:PATH``, ``PROVIDER:MODEL`` for the API providers
 (``openai``, ``gemini``, ``mistral``, ``openrouter``), and ``PROVIDER:MODEL@URL`` to send a
 provider's requests to any OpenAI-compatible server. Specs never carry keys: API keys come from
-keyword arguments or environment variables only.
+keyword arguments or environment variables only, and an API spec may name the variable its own key
+is read from (``openai:MODEL@URL#key_env=MY_KEY``), which then goes to that URL whatever its host.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from spiral_arena.agents.base import Agent, BaseAgent
 from spiral_arena.agents.expert import ExpertAgent
 from spiral_arena.agents.human import HumanAgent
 from spiral_arena.agents.random_agent import RandomAgent
-from spiral_arena.llm import PROVIDERS, APIError, safe_url
+from spiral_arena.llm import KEY_ENV_OPTION, PROVIDERS, APIError, key_from_variable, key_variable_problem, safe_url
 
 SIMPLE_KINDS = ("random", "expert", "human")
 SPEC_FORMS = (
@@ -149,9 +150,14 @@ def options_problem(spec: str, options: dict[str, Any]) -> str | None:
     fixed = ("self", "spec", "provider", "model", "base_url", "api_key")  # given by the spec or the environment
     valid = [p for p in inspect.signature(agent_class.__init__).parameters if p not in fixed]
     unknown = sorted(set(options) - set(valid))
-    return (
-        None if not unknown else f"{_masked(spec)!r}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
-    )
+    if unknown:
+        return f"{_masked(spec)!r}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
+    if KEY_ENV_OPTION in options:  # an unset variable is found now, not when the first game builds the agent
+        try:
+            key_from_variable(options[KEY_ENV_OPTION], repr(_masked(spec)))
+        except ValueError as error:
+            return str(error)
+    return None
 
 
 def redacted(spec: str) -> str:
@@ -189,24 +195,27 @@ def option_value(text: str) -> Any:
 def split_options(text: str) -> tuple[str, dict[str, Any]]:
     """``SPEC#KEY=VALUE#...`` -> (SPEC, options): constructor options written in the spec itself, as
     ``hf:PATH#temperature=0`` (greedy). The same grammar as the leaderboard's entrants; options that
-    look like secrets are refused, since specs are logged and stored."""
+    look like secrets are refused, since specs are logged and stored. ``key_env`` names a variable,
+    not a secret: it stays text, and a value that is no variable name is refused without an echo."""
     spec, *option_texts = text.split("#")
     options: dict[str, Any] = {}
     for option in option_texts:
         key, sep, value = option.partition("=")
+        if key == KEY_ENV_OPTION and sep and (problem := key_variable_problem(value)) is not None:
+            raise ValueError(f"agent spec {_masked(spec)!r}: {problem}")
         if not sep or not _OPTION_NAME.match(key) or not value:
             raise ValueError(
                 f"bad option {option!r} in agent spec {_masked(spec)!r}; "
                 "write SPEC#NAME=VALUE, e.g. expert#alpha=0.2 or hf:PATH#temperature=0"
             )
-        if _SECRET_OPTION.search(key):
+        if key != KEY_ENV_OPTION and _SECRET_OPTION.search(key):
             raise ValueError(
-                f"option {key!r} looks like a secret and would be logged or stored; "
-                "API keys are read from environment variables (e.g. OPENAI_API_KEY)"
+                f"option {key!r} looks like a secret and would be logged or stored; API keys are read from "
+                f"environment variables (e.g. OPENAI_API_KEY, or the one a spec names with #{KEY_ENV_OPTION}=VAR)"
             )
         if key in options:
             raise ValueError(f"option {key!r} is given twice in agent spec {_masked(spec)!r}")
-        options[key] = option_value(value)
+        options[key] = value if key == KEY_ENV_OPTION else option_value(value)
     return spec.strip(), options
 
 

@@ -22,8 +22,10 @@ class APIAgent(BaseAgent):
     """A model behind an OpenAI-compatible endpoint, as a player.
 
     Built from a spec (``"gemini:gemini-2.5-flash-lite"``, ``"openai:MODEL@http://127.0.0.1:8000/v1"``)
-    or from ``provider`` and ``model``. The key comes from ``api_key`` or the provider's variable;
-    a loopback base URL may go without one. ``act`` returns the raw completion (the env extracts
+    or from ``provider`` and ``model``. The key comes from ``api_key``, else from ``key_env`` (the
+    variable a spec names with ``#key_env=VAR``, sent to this agent's URL whatever its host), else from
+    the provider's variable, which only goes where ``spiral_arena.llm.check_key_host`` allows; a
+    loopback base URL may go without one. ``act`` returns the raw completion (the env extracts
     the boxed move) and raises ``APIError`` when the endpoint fails for good. ``act_batch`` runs up
     to ``concurrency`` requests at once. ``send_info=True`` adds the env's ``info`` to each request
     as ``spiral_info``, which ``spiral-arena serve`` passes to the agent it serves (real providers
@@ -52,6 +54,7 @@ class APIAgent(BaseAgent):
         concurrency: int = 8,
         system_prompt: str | None = None,
         api_key: str | None = None,
+        key_env: str | None = None,
         send_info: bool = False,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
@@ -69,7 +72,7 @@ class APIAgent(BaseAgent):
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         preset = PROVIDERS[provider]
-        url, key = resolve_endpoint(provider, base_url, api_key, f"{provider}:{model}", "api_key")
+        url, key = resolve_endpoint(provider, base_url, api_key, f"{provider}:{model}", "api_key", key_env)
         self.provider = provider
         self.model = model
         # What to store in results: the spec, naming the endpoint whenever it is not the preset's.
