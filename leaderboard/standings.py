@@ -403,8 +403,9 @@ def _anchor(index: dict[str, int], agents: dict[str, AgentRecord]) -> str | None
 
 def is_provisional(row: AgentStanding, min_games: int = MIN_GAMES, max_interval: float = MAX_INTERVAL) -> bool:
     """A rating too thin to rank on: fewer than ``min_games`` games in its scope, or an interval wider than
-    ``max_interval`` Elo points. An unrated agent has no rating to qualify."""
-    if row.rating is None:
+    ``max_interval`` Elo points. An unrated agent has no rating to qualify, and the anchor's is exact by
+    definition (the scale's zero point; how thin the table is shows in the others' intervals)."""
+    if row.rating is None or row.anchor:
         return False
     return row.games < min_games or row.high - row.low > max_interval
 

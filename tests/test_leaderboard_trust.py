@@ -199,6 +199,11 @@ def test_a_wide_interval_is_provisional_however_many_games(newcomer_db, capsys):
     assert code == 0 and rows["a"]["games"] >= 100 and rows["a"]["ci_high"] - rows["a"]["ci_low"] > 50
     assert [rows[label]["provisional"] for label in ("a", "b", "newcomer", "random")] == [True, True, True, False]
     assert data["provisional_rule"]["max_interval"] == 50.0
+    # More games asked for than random has played: everyone else is provisional, the anchor is exact.
+    code, text, data = show(capsys, newcomer_db, "--min-games", "1000")
+    rows = rows_of(data, "TicTacToe-v0")
+    assert code == 0 and rows["random"]["games"] < 1000 and rows["random"]["rating"] == 1000
+    assert [rows[label]["provisional"] for label in ("a", "b", "newcomer", "random")] == [True, True, True, False]
 
 
 def test_provisional_markers_are_hollow_in_the_plot(newcomer_db):
