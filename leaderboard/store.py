@@ -143,10 +143,14 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
+def _a_directory(path: Path) -> str:
+    return f"is a directory; give a database file, e.g. {path / 'leaderboard.sqlite'}"
+
+
 def _database_file(path: str | Path, must_exist: bool) -> Path:
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"--db {path} is a directory; give a database file, e.g. {path / 'leaderboard.sqlite'}")
+        raise ValueError(f"--db {path} {_a_directory(path)}")
     if must_exist and not path.is_file():
         raise ValueError(f"no leaderboard database at {path}; make one with: spiral-arena leaderboard run --db {path}")
     return path
@@ -158,7 +162,7 @@ def write_problem(path: str | Path) -> str | None:
     its folder (where SQLite makes and removes those) must all be writable."""
     path = Path(path)
     if path.is_dir():
-        return f"is a directory; give a database file, e.g. {path / 'leaderboard.sqlite'}"
+        return _a_directory(path)
     problem = outputs.write_problem(path)
     if problem is not None or not path.exists():
         return problem
