@@ -1,7 +1,8 @@
 """Policy-gradient losses on per-token log-probs, and how tokens are summed into one number.
 
 Shapes: ``logprobs``, ``old_logprobs``, ``mask`` are [batch, tokens] (mask 1 on response tokens),
-``advantages`` is [batch] (one scalar per turn, broadcast to its tokens).
+``advantages`` is [batch] (one scalar per turn, broadcast to its tokens), ``weights`` is [batch]: how
+many identical turns each row stands for (the learner merges duplicates; None = one each).
 
 SPIRAL uses a symmetric PPO clip and Dr.GRPO aggregation; the 20 Questions recipe (StarPO and
 ΔBelief-RL) uses a wider upper clip (ε_low 0.2, ε_high 0.28), dual-clip c = 3 and the mean over each
@@ -16,19 +17,23 @@ AGGREGATIONS = ("dr_grpo", "token_mean", "seq_mean_token_mean")
 LOSSES = ("ppo", "reinforce")
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, max_tokens: int) -> torch.Tensor:
+def aggregate(
+    per_token: torch.Tensor, mask: torch.Tensor, how: str, max_tokens: int, weights: torch.Tensor | None = None
+) -> torch.Tensor:
     """``dr_grpo``: sum over tokens / a constant (the generation limit), mean over the batch, so
     long answers are not down-weighted per token (Dr.GRPO); ``token_mean``: mean over all tokens;
     ``seq_mean_token_mean``: mean over each sequence's tokens, then over the sequences that have
-    tokens, so every turn weighs the same whatever its length (verl's name, the 20 Questions recipe)."""
+    tokens, so every turn weighs the same whatever its length (verl's name, the 20 Questions recipe).
+    A row of weight w counts as w copies of itself, so merging identical turns changes nothing."""
+    w = torch.ones(mask.shape[0], dtype=mask.dtype, device=mask.device) if weights is None else weights
     if how == "dr_grpo":
-        return (per_token * mask).sum(dim=1).div(max_tokens).mean()
+        return ((per_token * mask).sum(dim=1).div(max_tokens) * w).sum() / w.sum().clamp(min=1)
     if how == "token_mean":
-        return (per_token * mask).sum() / mask.sum().clamp(min=1)
+        return (per_token * mask).sum(dim=1).mul(w).sum() / mask.sum(dim=1).mul(w).sum().clamp(min=1)
     if how == "seq_mean_token_mean":
         tokens_per_sequence = mask.sum(dim=1)
         sequence_means = (per_token * mask).sum(dim=1) / tokens_per_sequence.clamp(min=1)
-        return sequence_means.sum() / (tokens_per_sequence > 0).sum().clamp(min=1)
+        return (sequence_means * w).sum() / (w * (tokens_per_sequence > 0)).sum().clamp(min=1)
     raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
 
 
@@ -44,6 +49,7 @@ def policy_loss(
     *,
     clip_high: float | None = None,
     dual_clip: float | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO-clip, or REINFORCE (-A * log pi); returns the loss and its clip statistics.
 
@@ -55,7 +61,7 @@ def policy_loss(
     it such a token contributes a constant and no gradient. Positive advantages are untouched.
 
     ``clip_fraction``: share of response tokens where the clipped term was taken; with dual clip,
-    ``dual_clip_fraction``: share where the -c * A bound was taken.
+    ``dual_clip_fraction``: share where the -c * A bound was taken (both counting ``weights``).
     """
     if advantages.dim() != 1:
         raise ValueError(f"advantages must have shape [batch] (one per turn), got {tuple(advantages.shape)}")
@@ -64,7 +70,8 @@ def policy_loss(
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be greater than 1, got {dual_clip}")
     adv = advantages.unsqueeze(1)
-    tokens = mask.sum().clamp(min=1)
+    mask_w = mask if weights is None else mask * weights.unsqueeze(1)  # statistics count merged turns too
+    tokens = mask_w.sum().clamp(min=1)
     stats: dict[str, float] = {}
     if kind == "ppo":
         ratio = torch.exp(logprobs - old_logprobs)
@@ -72,24 +79,29 @@ def policy_loss(
         unclipped_loss = -ratio * adv
         clipped_loss = -ratio.clamp(1.0 - clip, 1.0 + upper) * adv
         per_token = torch.maximum(unclipped_loss, clipped_loss)
-        stats["clip_fraction"] = float(((clipped_loss > unclipped_loss).float() * mask).sum() / tokens)
+        stats["clip_fraction"] = float(((clipped_loss > unclipped_loss).float() * mask_w).sum() / tokens)
         if dual_clip is not None:
             bound = -dual_clip * adv
             bounded = (adv < 0) & (per_token > bound)
             per_token = torch.where(bounded, bound, per_token)
-            stats["dual_clip_fraction"] = float((bounded.float() * mask).sum() / tokens)
+            stats["dual_clip_fraction"] = float((bounded.float() * mask_w).sum() / tokens)
     elif kind == "reinforce":
         per_token = -logprobs * adv
         stats["clip_fraction"] = 0.0
     else:
         raise ValueError(f"loss must be one of {LOSSES}, got {kind!r}")
-    return aggregate(per_token, mask, aggregation, max_tokens), stats
+    return aggregate(per_token, mask, aggregation, max_tokens, weights), stats
 
 
 def kl_to_reference(
-    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, aggregation: str, max_tokens: int
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    aggregation: str,
+    max_tokens: int,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """k3 estimator of KL(pi || pi_ref) on the sampled tokens: exp(d) - d - 1 with d = ref - logp.
     Keeps the tiny model near its warm start so it cannot collapse (see the README's learning notes)."""
     d = ref_logprobs - logprobs
-    return aggregate(torch.exp(d) - d - 1.0, mask, aggregation, max_tokens)
+    return aggregate(torch.exp(d) - d - 1.0, mask, aggregation, max_tokens, weights)

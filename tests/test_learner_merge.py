@@ -1,0 +1,174 @@
+"""The learner merges turns with the same prompt, response and sign of advantage into one row (the
+group's mean advantage, weighted by its size): the update must be the unmerged batch's update, for
+both losses and every aggregation, while the model sees each distinct turn once."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from trainers.config import TrainConfig  # noqa: E402
+from trainers.distributed import Distributed  # noqa: E402
+from trainers.logprobs import pack, response_logprobs  # noqa: E402
+from trainers.loop import merge_duplicates, update  # noqa: E402
+from trainers.losses import AGGREGATIONS, aggregate, kl_to_reference, policy_loss  # noqa: E402
+from trainers.rollout import Turn  # noqa: E402
+from trainers.tiny import build_model  # noqa: E402
+
+
+def small_model():
+    model = build_model(vocab_size=48, hidden_size=32, seed=0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.05)
+    model.config.pad_token_id = 0
+    return model
+
+
+def duplicated_turns() -> list[Turn]:
+    """13 turns in 5 groups: a repeated Kuhn-like decision with positive advantages of different sizes
+    (one of them last), the same answer with negative ones, and responses of different lengths."""
+    rng = np.random.default_rng(1)
+    prompts = [rng.integers(3, 48, size=n).tolist() for n in (5, 7, 6)]
+    responses = [rng.integers(3, 48, size=n).tolist() for n in (3, 2, 4)]
+    plan = [(0, 0, 1.0), (0, 0, 0.4), (0, 0, 1.0), (0, 0, 2.0), (0, 0, -0.5), (0, 0, -0.2), (0, 0, -1.5)]
+    plan += [(1, 1, 0.7), (1, 1, 0.9), (2, 2, -1.2), (2, 2, -0.3), (1, 2, 0.3), (0, 0, 0.1)]
+    turns = []
+    for k, (p, r, adv) in enumerate(plan):
+        sampled = (-1.0 - 0.1 * k - 0.01 * np.arange(len(responses[r]))).tolist()  # each turn its own
+        turn = Turn("g", k % 2, "", prompts[p], responses[r], sampled, "", True)
+        turn.advantage = adv
+        turns.append(turn)
+    return turns
+
+
+def test_merge_groups_by_prompt_response_and_sign_of_advantage():
+    turns = duplicated_turns()
+    groups = merge_duplicates(turns)
+    assert [len(g) for g in groups] == [5, 3, 2, 2, 1]
+    assert groups[0] == turns[:4] + turns[-1:]  # first appearance first, members in order
+    assert sorted(id(t) for g in groups for t in g) == sorted(id(t) for t in turns)
+    for g in groups:
+        assert len({(tuple(t.prompt_ids), tuple(t.response_ids), t.advantage > 0) for t in g}) == 1
+
+
+@pytest.mark.parametrize("how", AGGREGATIONS)
+def test_weighted_aggregate_equals_the_repeated_rows(how):
+    per_token = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0], [0.5, -1.0, 4.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    weights = torch.tensor([3.0, 1.0, 2.0])
+    repeat = torch.tensor([0, 0, 0, 1, 2, 2])
+    expected = aggregate(per_token[repeat], mask[repeat], how, 5)
+    assert float(aggregate(per_token, mask, how, 5, weights)) == pytest.approx(float(expected), rel=1e-6)
+    by_hand = {  # row sums 3, 3, 3.5 over 2, 1, 3 tokens; rows repeated 3, 1, 2 times
+        "dr_grpo": (3 * 3 + 3 + 2 * 3.5) / 5 / 6,
+        "token_mean": (3 * 3 + 3 + 2 * 3.5) / (3 * 2 + 1 + 2 * 3),
+        "seq_mean_token_mean": (3 * 1.5 + 3 + 2 * 3.5 / 3) / 6,
+    }
+    assert float(expected) == pytest.approx(by_hand[how])
+
+
+def unmerged_gradient(model, reference, turns, config) -> dict[str, torch.Tensor]:
+    """The full batch's objective, turn by turn as written in the losses, without merging."""
+    model.zero_grad()
+    ids, attention, positions, mask = pack([t.prompt_ids for t in turns], [t.response_ids for t in turns], 0, "cpu")
+    logp, mask = response_logprobs(model, ids, attention, positions, mask, config.temperature)
+    advantages = torch.tensor([t.advantage for t in turns])
+    with torch.no_grad():
+        old = response_logprobs(model, ids, attention, positions, mask, config.temperature)[0]
+        ref = response_logprobs(reference, ids, attention, positions, mask, config.temperature)[0]
+    loss, _ = policy_loss(logp, old, advantages, mask, config.loss, config.clip, config.aggregation, 8)
+    objective = loss + config.kl_coef * kl_to_reference(logp, ref, mask, config.aggregation, 8)
+    objective.backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("loss", ["reinforce", "ppo"])
+@pytest.mark.parametrize("how", AGGREGATIONS)
+def test_merged_update_is_the_unmerged_update(loss, how):
+    """SGD with lr 1 moves each weight by minus its gradient: the merged learner's step must be the
+    gradient of the unmerged objective, while its forward passes see 5 rows, not 13."""
+    torch.manual_seed(0)
+    model = small_model()
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    with torch.no_grad():  # a reference that differs, so the KL term has a gradient
+        for p in reference.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    config = TrainConfig.build(
+        {"loss": loss, "aggregation": how, "epochs": 1, "micro_batch": 2, "kl_coef": 0.3, "max_new_tokens": 8}
+    )
+    config.grad_clip = 1e9
+    turns = duplicated_turns()
+    expected = unmerged_gradient(copy.deepcopy(model), reference, turns, config)
+
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rows: list[int] = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda m, i, out: rows.append(out.shape[0]))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    total = (len(turns), sum(len(t.response_ids) for t in turns))
+    cpu = torch.device("cpu")
+    stats = update(model, reference, optimizer, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
+    hook.remove()
+
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(before[name] - p.detach(), expected[name], rtol=1e-4, atol=1e-7, msg=name)
+    # the head sees each micro-batch's response columns: groups [5, 3] x 3 wide, [2, 2] x 4, [1] x 4
+    # per pass over the 5 distinct rows (13 unmerged turns would be 7 micro-batches); PPO adds the old pass
+    assert sum(rows) == (2 * 3 + 2 * 4 + 1 * 4) * (2 if loss == "ppo" else 1)
+    # every turn's own sampled log-probs enter the on-policy check, not one per group
+    learner = response_logprobs(before_model(model, before), *pack_all(turns))[0].detach()
+    gaps = [(learner[k, : len(t.logprobs)] - torch.tensor(t.logprobs)).abs() for k, t in enumerate(turns)]
+    assert stats["logprob_gap/mean"] == pytest.approx(float(torch.cat(gaps).mean()), rel=1e-5)
+
+
+def pack_all(turns):
+    return pack([t.prompt_ids for t in turns], [t.response_ids for t in turns], 0, "cpu")
+
+
+def before_model(model, before):
+    restored = copy.deepcopy(model)
+    restored.load_state_dict(before)
+    return restored.eval()
+
+
+@pytest.mark.parametrize("dual_clip", [0.0, 3.0])
+def test_merged_ppo_with_clipping_is_the_unmerged_ppo(dual_clip):
+    """Two PPO epochs: in the second the ratios have moved, clipping is active, and the merged rows
+    (one mean advantage per sign) must still give the unmerged batch's parameters."""
+    torch.manual_seed(0)
+    model = small_model()
+    config = TrainConfig.build(
+        {"loss": "ppo", "aggregation": "token_mean", "epochs": 2, "micro_batch": 2, "kl_coef": 0.0}
+    )
+    config.grad_clip, config.dual_clip, lr = 1e9, dual_clip, 20.0
+    turns = duplicated_turns()
+
+    by_hand = copy.deepcopy(model)
+    ids, attention, positions, mask = pack_all(turns)
+    advantages = torch.tensor([t.advantage for t in turns])
+    with torch.no_grad():
+        old = response_logprobs(by_hand, ids, attention, positions, mask)[0]
+    sgd = torch.optim.SGD(by_hand.parameters(), lr=lr)
+    clipped = []
+    for _ in range(2):
+        sgd.zero_grad()
+        logp = response_logprobs(by_hand, ids, attention, positions, mask)[0]
+        loss, info = policy_loss(logp, old, advantages, mask, "ppo", 0.2, "token_mean", 8, dual_clip=dual_clip or None)
+        clipped.append(info["clip_fraction"])
+        loss.backward()
+        sgd.step()
+    assert clipped[1] > 0.2  # the second epoch really clips
+
+    total = (len(turns), sum(len(t.response_ids) for t in turns))
+    cpu = torch.device("cpu")
+    sgd = torch.optim.SGD(model.parameters(), lr=lr)
+    stats = update(model, None, sgd, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
+    for p, q in zip(model.parameters(), by_hand.parameters(), strict=True):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-4)  # weights move by up to ~10
+    assert stats["clip_fraction"] == pytest.approx(sum(clipped) / 2, rel=1e-5)
