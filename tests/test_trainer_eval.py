@@ -75,3 +75,21 @@ def test_a_single_player_game_is_scored_by_its_own_verdict():
         assert metrics[f"{key}/win"] == wins and metrics[f"{key}/loss"] == 1.0 - wins
         assert metrics[f"{key}/draw"] == 0.0
         assert not any("/random/" in k for k in metrics)  # no opponent in a one-player game
+
+
+@pytest.mark.parametrize("out_of_domain", [True, False])
+def test_out_of_domain_games_are_evaluated_unless_turned_off(out_of_domain):
+    """The trainer's evaluation adds Snake, Pig Dice, Liar's Dice and Truth and Deception to the
+    training games; the tiny recipe turns that off (its model answers them all invalid)."""
+    import torch
+
+    from trainers.config import TrainConfig
+    from trainers.loop import evaluate as trainer_evaluate
+
+    assert TrainConfig.build({"recipe": "tiny"}).eval_out_of_domain is False
+    config = TrainConfig.build({"eval_games": 1, "eval_opponents": "random", "eval_out_of_domain": out_of_domain})
+    policy = Policy(EchoEngine(CharTokenizer(), lambda prompt: "\\boxed{[4]}"), CharTokenizer(), "bare")
+    metrics = trainer_evaluate(torch.nn.Linear(1, 1), policy, config, [GameSpec.parse("TicTacToe-v0")])
+    played = {key.split("/")[1] for key in metrics if key.endswith("/win")}
+    out = {"Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0"}
+    assert played == ({"TicTacToe-v0"} | out if out_of_domain else {"TicTacToe-v0"})

@@ -155,7 +155,8 @@ class TrainConfig:
     epochs: int = 2
     """Learner passes over each step's samples."""
     micro_batch: int = 8
-    """Samples per forward/backward pass; gradients accumulate over the whole step."""
+    """Distinct samples per forward/backward pass (identical turns are merged into one weighted row);
+    gradients accumulate over the whole step."""
     aggregation: str = "dr_grpo"
     """"dr_grpo" (token sum / max_new_tokens), "token_mean", or "seq_mean_token_mean" (each turn's token
     mean, then the mean over turns)."""
@@ -210,6 +211,11 @@ class TrainConfig:
     openai:MODEL, ...; empty = no matches."""
     eval_env_ids: str = ""
     """Games to evaluate on, written as games is; empty = the training games plus the out-of-domain games."""
+    eval_out_of_domain: bool = True
+    """With eval_env_ids empty, add the out-of-domain games (Snake, Pig Dice, Liar's Dice, Truth and
+    Deception) to the training games. The tiny recipe turns it off: its tokenizer and warm start know
+    only Kuhn and TicTacToe text, it answers the other games 100% invalid, and playing them took ~80%
+    of each evaluation to measure that constant."""
     eval_samples_per_secret: int = 8
     """Twenty Questions evaluation: every secret of the word list played this many times (Mean@k and
     Pass@k with k = this); 0 = eval_games games on random secrets instead."""
@@ -667,6 +673,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "sft_agent": "random#per_state=true",
         "eval_every": 30,
         "eval_games": 200,
+        "eval_out_of_domain": False,
         "eval_temperature": 0.6,
         "save_every": 30,
         "bf16": False,

@@ -26,9 +26,13 @@ from trainers.rollout import GameResult, GameSpec, Policy, collect
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
 
 
-def eval_games(training_games: list[GameSpec], extra: str) -> list[GameSpec]:
+def eval_games(training_games: list[GameSpec], extra: str, out_of_domain: bool = True) -> list[GameSpec]:
+    """``extra`` (the config's eval_env_ids) when given; else the training games, plus the
+    out-of-domain games unless ``out_of_domain`` is off."""
     if extra:
         return [GameSpec.parse(g) for g in extra.split(",") if g.strip()]
+    if not out_of_domain:
+        return list(training_games)
     registered = set(list_envs())
     return training_games + [GameSpec.parse(g) for g in OUT_OF_DOMAIN if g in registered]
 
