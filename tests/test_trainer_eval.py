@@ -80,7 +80,7 @@ def test_a_single_player_game_is_scored_by_its_own_verdict():
 @pytest.mark.parametrize("out_of_domain", [True, False])
 def test_out_of_domain_games_are_evaluated_unless_turned_off(out_of_domain):
     """The trainer's evaluation adds Snake, Pig Dice, Liar's Dice and Truth and Deception to the
-    training games; the tiny recipe turns that off (its model answers them all invalid)."""
+    training games; the tiny recipe turns that off (its model cannot read them)."""
     import torch
 
     from trainers.config import TrainConfig

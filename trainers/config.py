@@ -214,8 +214,8 @@ class TrainConfig:
     eval_out_of_domain: bool = True
     """With eval_env_ids empty, add the out-of-domain games (Snake, Pig Dice, Liar's Dice, Truth and
     Deception) to the training games. The tiny recipe turns it off: its tokenizer and warm start know
-    only Kuhn and TicTacToe text, it answers the other games 100% invalid, and playing them took ~80%
-    of each evaluation to measure that constant."""
+    only Kuhn and TicTacToe text; a warm-started tiny model answered Snake, Pig Dice and Liar's Dice
+    100% invalid (Truth and Deception 50%), and playing them took ~80% of each evaluation."""
     eval_samples_per_secret: int = 8
     """Twenty Questions evaluation: every secret of the word list played this many times (Mean@k and
     Pass@k with k = this); 0 = eval_games games on random secrets instead."""
