@@ -24,6 +24,14 @@ the sampling the run recorded, as a user would), so the pick's advantage is not 
 Exploitability is computed exactly from the policy, so it needs no held-out replay.
 
     python benchmarks/learning.py --seeds 3 --variants default,no_rae --report --select
+
+``--tactics`` reads, for each finished run's warm start and last checkpoint, how often the policy
+completes a line at TicTacToe where it can and blocks the opponent's single threat
+(``spiral_arena.analysis.tictactoe``: exact answer probabilities at the run's evaluation temperature on
+every position where it applies), beside uniform play over the legal cells: whether the policy reads
+the board at all, which win-or-draw against random cannot separate from luck.
+
+    python benchmarks/learning.py --seeds 3 --variants default --report --tactics
 """
 
 from __future__ import annotations
@@ -224,6 +232,54 @@ def selection_table(selected: dict[str, list[dict]], games_per_seat: int) -> Tab
     return table
 
 
+def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, float]:
+    """The TicTacToe tactics of one saved model, prompted as its run prompted, at its evaluation
+    temperature, on every ``stride``-th position."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from spiral_arena.agents.prompting import stop_token_ids
+    from spiral_arena.analysis.tictactoe import tactics_from_scores
+    from trainers.engines.hf import HFEngine
+    from trainers.evaluate import model_scorer
+    from trainers.rollout import Policy
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    stops = stop_token_ids(tokenizer, model.generation_config)
+    engine = HFEngine(model, stops, tokenizer.pad_token_id)
+    policy = Policy(engine, tokenizer, config["prompt_template"], stops, thinking=config["thinking"])
+    score = model_scorer(model, policy, config["eval_temperature"])
+    return tactics_from_scores(score, config["obs_format"], stride)
+
+
+def tactics_rows(run: Path, stride: int = 1) -> dict[str, dict[str, float]]:
+    """The tactics of ``run``'s warm start and of its last checkpoint."""
+    config = json.loads((run / "config.json").read_text())
+    last = max((run / "checkpoints").glob("step_*"))
+    return {"warm start": read_tactics(run / "warm_start", config, stride), "final": read_tactics(last, config, stride)}
+
+
+def tactics_table(read: dict[str, list[dict[str, dict[str, float]]]], stride: int = 1) -> Table:
+    """Per variant and policy: mean [min, max] over seeds of the tactics read-out, under uniform play's."""
+    from spiral_arena.analysis.tictactoe import tactics_from_scores
+
+    uniform = tactics_from_scores(lambda observation, answers: [-math.log(len(answers))] * len(answers), stride=stride)
+    counts = f"{uniform['win_positions']:.0f} positions with a win, {uniform['block_positions']:.0f} with one threat"
+    title = f"TicTacToe tactics at the evaluation temperature ({counts}): mean [min, max] over seeds"
+    table = Table(title=escape(title))
+    for col in ("variant", "policy", "seeds", "P(takes a win)", "P(blocks)", "invalid mass"):
+        table.add_column(col, justify="right")
+    table.add_row("-", "uniform over legal cells", "-", f"{uniform['takes_win']:.3f}", f"{uniform['blocks']:.3f}", "-")
+    for variant, runs in read.items():
+        for policy in ("warm start", "final"):
+            cells = []
+            for key in ("takes_win", "blocks", "invalid_mass"):
+                values = [r[policy][key] for r in runs]
+                cells.append(f"{np.mean(values):.3f} [{np.min(values):.3f}, {np.max(values):.3f}]")
+            table.add_row(variant, policy, str(len(runs)), *cells)
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/learning")
@@ -234,6 +290,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="only print the tables of runs already finished")
     parser.add_argument("--select", action="store_true", help="also measure picking the checkpoint by evaluation")
     parser.add_argument("--select-games", type=int, default=200, help="held-out TicTacToe games per seat (200)")
+    parser.add_argument("--tactics", action="store_true", help="also read TicTacToe tactics off each run's policies")
+    parser.add_argument("--tactics-stride", type=int, default=1, help="read every N-th position only (1: all)")
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
@@ -243,6 +301,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--seeds must be at least 1")
     if args.select_games < 1:
         parser.error("--select-games must be at least 1")
+    if args.tactics_stride < 1:
+        parser.error("--tactics-stride must be at least 1")
     settings = {}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -252,6 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     out, console = Path(args.out), Console()
     finals: dict[str, list[dict]] = {}
     selected: dict[str, list[dict]] = {}
+    tactics: dict[str, list[dict]] = {}
     for variant in variants:
         runs: dict[int, list[dict]] = {}
         for seed in range(args.seed_from, args.seed_from + args.seeds):
@@ -262,6 +323,8 @@ def main(argv: list[str] | None = None) -> None:
                 runs[seed] = [summary(r) for r in eval_rows(run)]
                 if args.select and (row := selection_row(run, args.select_games)) is not None:
                     selected.setdefault(variant, []).append(row)
+                if args.tactics:
+                    tactics.setdefault(variant, []).append(tactics_rows(run, args.tactics_stride))
         if runs:
             console.print(step_table(variant, runs))
             finals[variant] = [rows[-1] for rows in runs.values()]
@@ -271,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
         console.print("no finished runs under", out)
     if selected:
         console.print(selection_table(selected, args.select_games))
+    if tactics:
+        console.print(tactics_table(tactics, args.tactics_stride))
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def test_bad_arguments_are_named(capsys):
     assert "expected KEY=VALUE" in capsys.readouterr().err
 
 
-def test_select_picks_the_best_evaluated_checkpoint_and_replays_it_on_fresh_seeds(tmp_path, capsys):
+def test_select_picks_the_best_evaluated_checkpoint_and_replays_it_on_fresh_seeds(tmp_path, capsys, monkeypatch):
     small = [s for s in SMALL if not s.startswith(("steps=", "eval_env_ids="))]
     settings = [*small, "steps=4", "save_every=2", "eval_env_ids=KuhnPoker-v0:rounds=1,TicTacToe-v0"]
     flags = [f for item in settings for f in ("--set", item)]
@@ -91,3 +91,14 @@ def test_select_picks_the_best_evaluated_checkpoint_and_replays_it_on_fresh_seed
         if path.exists():
             shutil.rmtree(path)
     assert learning.selection_row(run, games_per_seat=3)["picked_step"] == 4
+
+    capsys.readouterr()  # the tactics read-out of the warm start and the last checkpoint, every 40th position
+    monkeypatch.setenv("COLUMNS", "200")  # a table wide enough not to wrap its cells
+    learning.main(["--seeds", "1", "--out", str(out), "--report", "--tactics", "--tactics-stride", "40", *flags])
+    table = capsys.readouterr().out
+    assert "TicTacToe tactics" in table and "uniform over legal cells" in table
+    read = learning.tactics_rows(run, stride=40)
+    assert read["warm start"] != read["final"]  # two different policies, read from their own files
+    for policy in read.values():
+        assert 0.0 <= policy["takes_win"] <= 1.0 and 0.0 <= policy["invalid_mass"] <= 1.0
+        assert policy["win_positions"] + policy["block_positions"] == pytest.approx((2358 + 976) / 40, rel=0.1)

@@ -1,0 +1,84 @@
+"""How often a policy takes an available win, or blocks a threat, at Tic-Tac-Toe, read exactly off
+its answer log-probabilities (as ``read_policy`` reads Kuhn).
+
+Win-or-draw against ``random`` mixes many things; these two numbers isolate whether the policy reads
+the board at all. Every position a player can face (the 4,520 non-terminal positions reachable from
+the empty board) is built through our env, so the model scores the very observation it would play
+from. The probability of each legal cell's answer is normalised over the legal cells; whatever is
+left is mass on invalid answers, reported on its own.
+"""
+
+from __future__ import annotations
+
+import math
+
+from spiral_arena.analysis.read_policy import ScoreFn, answer_text
+from spiral_arena.games.tictactoe import EMPTY, LINES, TicTacToeState
+from spiral_arena.registry import make
+
+
+def positions() -> list[tuple[int, ...]]:
+    """One move sequence for each distinct non-terminal position (board and player to move), in
+    depth-first order from the empty board."""
+    seen: set[tuple[int, ...]] = set()
+    found: list[tuple[int, ...]] = []
+
+    def walk(moves: tuple[int, ...]) -> None:
+        state = TicTacToeState()
+        for cell in moves:
+            state.apply(cell)
+        if state.is_terminal() or tuple(state.board) in seen:
+            return
+        seen.add(tuple(state.board))  # the board says whose turn it is: O moves when the counts are equal
+        found.append(moves)
+        for cell in state.legal_actions():
+            walk((*moves, cell))
+
+    walk(())
+    return found
+
+
+def completing_cells(board: list[int], player: int) -> set[int]:
+    """Empty cells that would give ``player`` three in a line."""
+    cells = set()
+    for line in LINES:
+        marks = [board[c] for c in line]
+        if marks.count(player) == 2 and marks.count(EMPTY) == 1:
+            cells.add(line[marks.index(EMPTY)])
+    return cells
+
+
+def tactics_from_scores(score: ScoreFn, obs_format: str = "", stride: int = 1) -> dict[str, float]:
+    """``takes_win``: mean probability of completing a line where the player can; ``blocks``: where it
+    cannot and the opponent threatens to complete a line on exactly one cell, mean probability of
+    taking that cell (against two threats no block saves the game, and perfect play is indifferent);
+    each over every ``stride``-th position; ``invalid_mass``: mean probability left off the legal
+    cells in those positions; and how many positions each mean is over."""
+    if stride < 1:
+        raise ValueError(f"stride must be a positive integer, got {stride!r}")
+    env = make("TicTacToe-v0", **({"obs_format": obs_format} if obs_format else {}))
+    takes, blocks, invalid = [], [], []
+    for moves in positions()[::stride]:
+        env.reset(seed=0)
+        for cell in moves:
+            env.step(f"[{cell}]")
+        state = env.state_
+        me = state.current_player
+        wins, threats = completing_cells(state.board, me), completing_cells(state.board, 1 - me)
+        if not wins and len(threats) != 1:
+            continue
+        legal = state.legal_actions()
+        observation = env.observe(env.agent_selection)
+        probs = [math.exp(x) for x in score(observation, [answer_text(f"[{c}]") for c in legal])]
+        total = sum(probs)
+        wanted = wins or threats
+        share = sum(p for c, p in zip(legal, probs, strict=True) if c in wanted) / total if total > 0 else 0.0
+        (takes if wins else blocks).append(share)
+        invalid.append(max(0.0, 1.0 - total))
+    return {
+        "takes_win": sum(takes) / max(1, len(takes)),
+        "blocks": sum(blocks) / max(1, len(blocks)),
+        "invalid_mass": sum(invalid) / max(1, len(invalid)),
+        "win_positions": float(len(takes)),
+        "block_positions": float(len(blocks)),
+    }
