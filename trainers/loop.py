@@ -473,8 +473,9 @@ def autocast(config: TrainConfig, device: torch.device):
 
 
 def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = True) -> dict[str, float]:
-    """Fixed-seed matches on the training and out-of-domain games (or ``eval_env_ids``; skipped
-    when not ``play``), and Kuhn exploitability when Kuhn is trained."""
+    """Fixed-seed matches on the training games, plus the out-of-domain ones unless
+    ``eval_out_of_domain`` is off (or on ``eval_env_ids``; skipped when not ``play``), and Kuhn
+    exploitability when Kuhn is trained."""
     # the out-of-domain games are two-player games; a single-player run evaluates on its own games
     games = specs
     if config.algo == "rae" or config.eval_env_ids:
