@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from spiral_arena.models.hf import HFEngine
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed
-from trainers.engines.hf import HFEngine
 from trainers.loop import train, update
 from trainers.rollout import Turn
 

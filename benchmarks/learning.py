@@ -237,11 +237,11 @@ def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, fl
     temperature, on every ``stride``-th position."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from spiral_arena.agents.prompting import stop_token_ids
     from spiral_arena.analysis.tictactoe import tactics_from_scores
-    from trainers.engines.hf import HFEngine
+    from spiral_arena.models.hf import HFEngine
+    from spiral_arena.models.policy import Policy
+    from spiral_arena.models.prompting import stop_token_ids
     from trainers.evaluate import model_scorer
-    from trainers.rollout import Policy
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()

@@ -23,10 +23,11 @@ from rich.console import Console
 from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from spiral_arena.agents.prompting import stop_token_ids
+from spiral_arena.models.hf import HFEngine
+from spiral_arena.models.policy import Policy
+from spiral_arena.models.prompting import stop_token_ids
 from trainers.config import TrainConfig
-from trainers.engines.hf import HFEngine
-from trainers.rollout import EnvPool, Policy, collect, parse_mixture
+from trainers.rollout import EnvPool, collect, parse_mixture
 from trainers.tiny import create_tiny
 
 

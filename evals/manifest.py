@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from evals.data import file_sha256
-from evals.generate import checkpoint_settings, model_kind
+from evals.generate import model_kind
+from spiral_arena.models.checkpoints import read_settings
 
 
 def canonical_json(value: Any) -> str:
@@ -45,7 +46,7 @@ def model_identity(spec: str) -> dict[str, Any]:
     if kind == "api":
         return {"spec": redacted(spec), "kind": "api"}
     path = spec.split(":", 1)[1]
-    settings = checkpoint_settings(path)
+    settings = read_settings(path)
     identity = {"spec": spec, "kind": kind, "path": path, **weights_identity(Path(path))}
     if settings:
         identity["training_step"] = settings.get("step")

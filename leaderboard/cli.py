@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--agents",
         default=None,
-        help="comma-separated entries [NAME=]SPEC[#OPTION=VALUE...], e.g. random,expert#alpha=0.2,hf:PATH "
+        help="comma-separated entries [NAME=]SPEC[#OPTION=VALUE...], e.g. random,expert#alpha=0.2,hf:PATH,vllm:PATH "
         "(default: random, expert and the latest checkpoint of each run under ./runs; with --reference-pool: "
         "the agents to add to the pool, none by default)",
     )

@@ -1,6 +1,6 @@
 """Who plays: entrant strings, checkpoint discovery, building agents, reading a Kuhn policy.
 
-An entrant is an agent spec (``random``, ``expert``, ``hf:PATH``, ``openai:MODEL``...) with optional
+An entrant is an agent spec (``random``, ``expert``, ``hf:PATH``, ``vllm:PATH``, ``openai:MODEL``...) with optional
 constructor options and an optional name::
 
     expert#alpha=0.2          ExpertAgent(alpha=0.2), stored as "expert#alpha=0.2"
@@ -22,9 +22,9 @@ from typing import Any
 
 from spiral_arena.agents import Agent, RandomAgent, make_agent, parse_spec, redacted, split_options
 from spiral_arena.llm import PROVIDERS
+from spiral_arena.models.checkpoints import SETTINGS_FILE
 
 BUILTIN_SPECS = ("random", "expert")
-CHECKPOINT_MARKER = "spiral_arena.json"
 _NAME = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(?=[^=])")
 
 
@@ -105,7 +105,7 @@ def find_checkpoints(runs_dir: Path) -> list[str]:
         steps = []
         for step in (run / "checkpoints").glob("step_*"):
             number = step.name.removeprefix("step_")
-            if number.isdigit() and (step / CHECKPOINT_MARKER).is_file():
+            if number.isdigit() and (step / SETTINGS_FILE).is_file():
                 steps.append((int(number), step))
         if steps:
             specs.append(f"hf:{max(steps)[1]}")

@@ -279,8 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=int,
         default=None,
-        help="games in flight at once: API requests overlap, an hf: model answers in batches; the same games "
-        "as one at a time (default: 32 with an API or hf: agent, else 1; a human plays one at a time)",
+        help="games in flight at once: API requests overlap, an hf: or vllm: model answers in batches; the same games "
+        "as one at a time (default: 32 with an API, hf: or vllm: agent, else 1; a human plays one at a time)",
     )
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.set_defaults(func=cmd_play)

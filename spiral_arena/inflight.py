@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from spiral_arena.agents import Agent, APIAgent, parse_spec, split_options
+from spiral_arena.agents import MODEL_KINDS, Agent, APIAgent, parse_spec, split_options
 from spiral_arena.llm import PROVIDERS, Completion
 
 MODEL_CONCURRENCY = 32  # the default games in flight when an agent waits on a network or a model
@@ -62,8 +62,8 @@ def batched(agent: Agent) -> bool:
 
 def default_concurrency(specs: Iterable[str]) -> int:
     """1 (one game at a time: scripted agents need nothing more) unless an agent spec names an API or
-    ``hf:`` agent: then ``MODEL_CONCURRENCY`` games in flight, to overlap requests and batch generation."""
-    waits = any(parse_spec(split_options(spec)[0]).kind in (*PROVIDERS, "hf") for spec in specs)
+    ``hf:``/``vllm:`` agent: then ``MODEL_CONCURRENCY`` games in flight, to overlap requests and batch generation."""
+    waits = any(parse_spec(split_options(spec)[0]).kind in (*PROVIDERS, *MODEL_KINDS) for spec in specs)
     return MODEL_CONCURRENCY if waits else 1
 
 

@@ -30,8 +30,8 @@ from spiral_arena.agents import (
     parse_spec,
     redacted,
 )
-from spiral_arena.agents.prompting import SYSTEM_PROMPT, chat_messages, single_turn_prompt
 from spiral_arena.llm import PROVIDERS, ChatClient
+from spiral_arena.models.prompting import SYSTEM_PROMPT, chat_messages, single_turn_prompt
 from spiral_arena.play import play_game
 
 pytest.importorskip("httpx", reason="needs the api extra")

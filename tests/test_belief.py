@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from spiral_arena.models.policy import Policy  # noqa: E402
 from trainers.belief import PROBE_PREFIX, log_beliefs  # noqa: E402
-from trainers.rollout import Policy  # noqa: E402
 from trainers.tiny import build_model, build_tokenizer, game_corpus  # noqa: E402
 
 # prompts of different lengths (left padding) and secrets of different token lengths (right padding)

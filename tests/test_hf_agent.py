@@ -14,7 +14,8 @@ import torch  # noqa: E402
 
 import spiral_arena  # noqa: E402
 from spiral_arena.agents import RandomAgent  # noqa: E402
-from spiral_arena.agents.hf import SETTINGS_FILE, HFAgent  # noqa: E402
+from spiral_arena.agents.hf import HFAgent  # noqa: E402
+from spiral_arena.models.checkpoints import SETTINGS_FILE  # noqa: E402
 from spiral_arena.play import play_game  # noqa: E402
 from trainers.tiny import build_model, build_tokenizer, create_tiny, game_corpus  # noqa: E402
 

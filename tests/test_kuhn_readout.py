@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from spiral_arena.models.policy import Policy  # noqa: E402
 from trainers.evaluate import kuhn_metrics, model_scorer  # noqa: E402
-from trainers.rollout import Policy  # noqa: E402
 
 ANSWERS = ["\\boxed{[bet]}", "\\boxed{[check]}"]
 OBSERVATION = "[GAME] Your card: J. Your turn. Legal actions: [check], [bet]."
@@ -21,7 +21,7 @@ OBSERVATION = "[GAME] Your card: J. Your turn. Legal actions: [check], [bet]."
 def tiny(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.engines.hf import HFEngine
+    from spiral_arena.models.hf import HFEngine
     from trainers.tiny import create_tiny
 
     path = create_tiny(tmp_path_factory.mktemp("tiny") / "model", ["KuhnPoker-v0"], seed=3)

@@ -10,11 +10,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from spiral_arena.models.hf import HFEngine  # noqa: E402
+from spiral_arena.models.policy import Policy  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
-from trainers.engines.hf import HFEngine  # noqa: E402
 from trainers.loop import train  # noqa: E402
 from trainers.pool import OpponentPool  # noqa: E402
-from trainers.rollout import Policy, collect, parse_mixture  # noqa: E402
+from trainers.rollout import collect, parse_mixture  # noqa: E402
 from trainers.tiny import create_tiny  # noqa: E402
 
 SAMPLING = {"max_new_tokens": 6, "temperature": 1.0, "top_p": 1.0}

@@ -16,10 +16,11 @@ pytest.importorskip("transformers")
 
 from test_trainer_units import CharTokenizer, EchoEngine, play  # noqa: E402
 
+from spiral_arena.models.policy import Policy  # noqa: E402
 from trainers.belief import log_beliefs  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import group_advantages, train  # noqa: E402
-from trainers.rollout import Policy, parse_mixture  # noqa: E402
+from trainers.rollout import parse_mixture  # noqa: E402
 from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages  # noqa: E402
 
 SCRIPT = ["Is it alive?", "Is it alive?", "bad", "Is it a dog?"]  # fine, repeated, invalid, the secret
@@ -134,7 +135,7 @@ def test_a_wave_asks_the_judge_at_once_and_failed_games_leave_the_update():
 def tiny_policy(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.engines.hf import HFEngine
+    from spiral_arena.models.hf import HFEngine
     from trainers.tiny import create_tiny
 
     path = create_tiny(tmp_path_factory.mktemp("tiny") / "model", ["TwentyQuestions-v0"])

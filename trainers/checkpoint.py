@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from spiral_arena.models.checkpoints import SETTINGS_FILE
+
 STATE_FILE = "trainer_state.pt"
 
 
@@ -59,8 +61,9 @@ def save(
         "kind": "spiral-arena checkpoint",
         "prompt_template": config.get("prompt_template", "spiral"),
         "obs_format": config.get("obs_format", ""),
+        "thinking": config.get("thinking", True),
         "base_model": extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
-        # how the run evaluated it: hf:PATH plays with these unless told otherwise, so a checkpoint
+        # how the run evaluated it: hf:/vllm:PATH play with these unless told otherwise, so a checkpoint
         # plays as well as the run's own evaluation said
         "sampling": {
             "temperature": config.get("eval_temperature", 1.0),
@@ -68,7 +71,7 @@ def save(
             "max_new_tokens": config.get("max_new_tokens", 256),
         },
     }
-    (tmp / "spiral_arena.json").write_text(json.dumps(settings))
+    (tmp / SETTINGS_FILE).write_text(json.dumps(settings))
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final

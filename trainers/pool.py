@@ -16,8 +16,8 @@ from collections import deque
 import numpy as np
 import torch
 
-from trainers.distributed import full_tensors
-from trainers.engines.hf import HFEngine
+from spiral_arena.models.hf import HFEngine
+from spiral_arena.models.weights import full_tensors
 
 
 class Snapshot:

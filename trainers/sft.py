@@ -17,10 +17,12 @@ import torch
 
 from spiral_arena import make
 from spiral_arena.agents import make_agent
-from spiral_arena.agents.prompting import stop_token_ids
 from spiral_arena.analysis.read_policy import answer_text
+from spiral_arena.models.checkpoints import SETTINGS_FILE
+from spiral_arena.models.policy import Policy
+from spiral_arena.models.prompting import stop_token_ids
 from trainers.logprobs import pack, response_logprobs
-from trainers.rollout import GameSpec, Policy
+from trainers.rollout import GameSpec
 
 
 def play_transcripts(
@@ -134,7 +136,7 @@ def run_sft(
     """Supervised fine-tuning on a transcript file; the result is a model directory (``hf:PATH``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.engines.hf import HFEngine
+    from spiral_arena.models.hf import HFEngine
 
     records = read_transcripts(data)
     output_dir = Path(output_dir)
@@ -161,12 +163,13 @@ def run_sft(
     final = output_dir / "model"
     net.save_pretrained(final)
     tokenizer.save_pretrained(final)
-    (final / "spiral_arena.json").write_text(
+    (final / SETTINGS_FILE).write_text(
         json.dumps(
             {
                 "kind": "spiral-arena sft",
                 "prompt_template": prompt_template,
                 "obs_format": "",
+                "thinking": True,
                 "loss_first": losses[0],
                 "loss_last": losses[-1],
             }

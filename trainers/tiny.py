@@ -22,7 +22,7 @@ def game_corpus(env_ids: Iterable[str], games_per_env: int = 50, seed: int = 0, 
     text the model will meet."""
     from spiral_arena import make
     from spiral_arena.agents import make_agent
-    from spiral_arena.agents.prompting import single_turn_prompt
+    from spiral_arena.models.prompting import single_turn_prompt
 
     texts: list[str] = []
     for env_id in env_ids:
@@ -67,8 +67,9 @@ def build_tokenizer(texts: list[str], vocab_size: int = 1024):
     )
 
 
-def build_model(vocab_size: int, hidden_size: int = 64, layers: int = 2, heads: int = 4, seed: int = 0):
-    """A randomly initialised Qwen3ForCausalLM of a few hundred thousand parameters."""
+def build_model(vocab_size: int, hidden_size: int = 64, layers: int = 2, heads: int = 2, seed: int = 0):
+    """A randomly initialised Qwen3ForCausalLM of a few hundred thousand parameters. Two heads of size 32
+    (one key/value head): vLLM's CPU attention serves head sizes of 32 and up, not 16."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 

@@ -1,7 +1,8 @@
 """Players: the Agent protocol, the built-in agents, and ``make_agent(spec)``.
 
 One spec grammar is used everywhere (CLI, leaderboard, trainer opponents):
-``random``, ``expert``, ``human``, ``hf:PATH``, ``PROVIDER:MODEL`` for the API providers
+``random``, ``expert``, ``human``, ``hf:PATH`` (transformers), ``vllm:PATH`` (vLLM),
+``PROVIDER:MODEL`` for the API providers
 (``openai``, ``gemini``, ``mistral``, ``openrouter``), and ``PROVIDER:MODEL@URL`` to send a
 provider's requests to any OpenAI-compatible server. Specs never carry keys: API keys come from
 keyword arguments or environment variables only, and an API spec may name the variable its own key
@@ -25,9 +26,11 @@ from spiral_arena.agents.random_agent import RandomAgent
 from spiral_arena.llm import KEY_ENV_OPTION, PROVIDERS, APIError, key_from_variable, key_variable_problem, safe_url
 
 SIMPLE_KINDS = ("random", "expert", "human")
+MODEL_KINDS = ("hf", "vllm")  # local models: hf:PATH through transformers, vllm:PATH through vLLM
 SPEC_FORMS = (
     *SIMPLE_KINDS,
     "hf:PATH",
+    "vllm:PATH",
     *(f"{name}:MODEL" for name in PROVIDERS),
     "PROVIDER:MODEL@URL (any OpenAI-compatible server, e.g. openai:MODEL@http://127.0.0.1:8000/v1)",
 )
@@ -68,12 +71,12 @@ def parse_spec(spec: str) -> AgentSpec:
     if text in SIMPLE_KINDS:
         return AgentSpec(text)
     kind, sep, rest = text.partition(":")
-    if not sep or kind not in (*PROVIDERS, "hf"):
+    if not sep or kind not in (*PROVIDERS, *MODEL_KINDS):
         raise _unknown(spec)
     if not rest:
-        what = "path" if kind == "hf" else "model id"
+        what = "path" if kind in MODEL_KINDS else "model id"
         raise ValueError(f"agent spec {_masked(spec)!r} needs a {what} after '{kind}:'")
-    if kind == "hf":  # a path or hub id; '@' belongs to it
+    if kind in MODEL_KINDS:  # a path or hub id; '@' belongs to it
         return AgentSpec(kind, rest)
     match = _URL_START.search(rest)
     if match is None:
@@ -122,7 +125,7 @@ def spec_problem(spec: str, human: bool = True) -> str | None:
         return str(error)
     if parsed.kind == "human" and not human:
         return "human cannot play here: these games run many at once, unattended"
-    if parsed.kind == "hf":
+    if parsed.kind in MODEL_KINDS:
         problem = model_path_problem(parsed.target, hub=False)
         return None if problem is None else f"{_masked(spec)!r}: {problem}"
     return None
@@ -145,6 +148,8 @@ def options_problem(spec: str, options: dict[str, Any]) -> str | None:
 
     if kind == "hf":
         from spiral_arena.agents.hf import HFAgent as agent_class
+    elif kind == "vllm":
+        from spiral_arena.agents.vllm import VLLMAgent as agent_class
     else:
         agent_class = HumanAgent if kind == "human" else APIAgent
     fixed = ("self", "spec", "provider", "model", "base_url", "api_key")  # given by the spec or the environment
@@ -240,10 +245,15 @@ def make_agent(spec: str | Agent, **kwargs: Any) -> Agent:
         from spiral_arena.agents.hf import HFAgent
 
         return HFAgent(parsed.target, **kwargs)
+    if parsed.kind == "vllm":
+        from spiral_arena.agents.vllm import VLLMAgent
+
+        return VLLMAgent(parsed.target, **kwargs)
     raise _unknown(spec)
 
 
 __all__ = [
+    "MODEL_KINDS",
     "SPEC_FORMS",
     "APIAgent",
     "APIError",

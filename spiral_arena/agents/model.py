@@ -1,0 +1,101 @@
+"""A local model as a player: what ``hf:PATH`` (transformers) and ``vllm:PATH`` (vLLM) agents share.
+
+The prompt is one user turn (framing, observation, answer instruction) through the model's chat
+template, as in SPIRAL. A training checkpoint's ``spiral_arena.json`` says how it was prompted
+(``prompt_template`` "bare" = the observation alone; ``obs_format`` "last" = only the latest message;
+``thinking``), and the agent prompts it the same way in any env, through the trainer's own prompt
+renderer (``Policy``); the run's evaluation sampling (temperature, top-p, answer length) are the
+defaults of ``temperature``, ``top_p`` and ``max_new_tokens``. ``temperature=0`` decodes greedily.
+
+Each decision is sampled with a seed drawn from the agent's own generator, which ``reset(seed)``
+replaces: a shallow copy that is reset holds its own random stream but shares the loaded model, so
+games played at once each get a copy, ``act_together`` answers all of them in one engine call, and a
+game's replies depend only on its own stream, not on which other games share the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from spiral_arena.agents.base import BaseAgent
+from spiral_arena.core.observations import last_message
+from spiral_arena.models import Engine
+from spiral_arena.models.checkpoints import DEFAULT_SAMPLING
+from spiral_arena.models.policy import Policy
+
+DRAW_LIMIT = 2**62  # seeds drawn from an agent's generator lie below this
+
+
+class ModelAgent(BaseAgent):
+    """A model behind an ``Engine``, prompted and sampled as its checkpoint's settings say."""
+
+    spec: str
+
+    def _setup(
+        self,
+        engine: Engine,
+        tokenizer,
+        stop_ids: list[int],
+        settings: dict[str, Any],
+        temperature: float | None,
+        top_p: float | None,
+        max_new_tokens: int | None,
+        seed: int | None,
+    ) -> None:
+        import torch
+
+        self.torch, self.tokenizer, self.stop_ids = torch, tokenizer, stop_ids
+        self.obs_format = settings.get("obs_format", "")
+        template, thinking = settings.get("prompt_template", "spiral"), settings.get("thinking", True)
+        self.policy = Policy(engine, tokenizer, template, stop_ids, thinking=thinking)
+        recorded = {**DEFAULT_SAMPLING, **settings.get("sampling", {})}
+        self.temperature = recorded["temperature"] if temperature is None else temperature
+        self.top_p = recorded["top_p"] if top_p is None else top_p
+        self.max_new_tokens = recorded["max_new_tokens"] if max_new_tokens is None else max_new_tokens
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        """A new generator (rebound, never reseeded in place, so copies do not share it). ``None`` keeps
+        the one the agent has, or seeds a first one from torch's global generator, so ``torch.manual_seed``
+        still fixes an unseeded agent's sampling."""
+        if seed is None and hasattr(self, "generator"):
+            return
+        if seed is None:
+            seed = int(self.torch.randint(DRAW_LIMIT, ()).item())
+        self.generator = self.torch.Generator().manual_seed(seed)
+
+    def shown(self, observation: str) -> str:
+        """What of the observation the model reads: only the latest message when trained on that."""
+        return last_message(observation) if self.obs_format == "last" else observation
+
+    def prompt_text(self, observation: str) -> str:
+        return self.policy.prompt_text(self.shown(observation))
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        return self.act_batch([observation], [info])[0]
+
+    def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[str]:
+        """One engine call; each row's seed drawn from this agent's generator, row after row."""
+        return self.act_together([self] * len(observations), observations)
+
+    @property
+    def batch_key(self) -> Any:
+        """Copies of this agent share the engine: their decisions go in one batch (``spiral_arena.inflight``)."""
+        return self.policy.engine
+
+    @staticmethod
+    def act_together(agents: Sequence[ModelAgent], observations: list[str]) -> list[str]:
+        """Replies to ``observations[i]`` by ``agents[i]``: copies of one loaded model (one per game in flight),
+        answered in one engine call, row i sampled with a seed from ``agents[i]``'s generator. A row's logits
+        may still differ from an unbatched call's in the last bits (a batched matrix product may round
+        differently), which can change a token only when a draw falls within that rounding of a boundary."""
+        if not agents:
+            return []
+        first = agents[0]
+        if any(agent.policy.engine is not first.policy.engine for agent in agents):
+            raise ValueError("act_together answers for copies of one loaded model only")
+        seeds = [int(first.torch.randint(DRAW_LIMIT, (), generator=agent.generator)) for agent in agents]
+        prompts = first.policy.prompt_ids_batch([first.shown(o) for o in observations])
+        completions = first.policy.engine.generate(prompts, first.max_new_tokens, first.temperature, first.top_p, seeds)
+        return first.policy.decode_batch([c.token_ids for c in completions])
