@@ -158,6 +158,7 @@ def check_train(out_dir: Path, device: torch.device, backend: str, steps: int) -
         "steps": len(steps_rows),
         "rollout_s": [r["rollout_s"] for r in steps_rows],
         "update_s": [r["update_s"] for r in steps_rows],
+        "sync_s": [r["sync_s"] for r in steps_rows],
         "generated_tokens_per_s": [r["generated_tokens_per_s"] for r in steps_rows],
         "logprob_gap_mean": gaps,
         "kuhn_exploitability": steps_rows[-1].get("eval/kuhn_exploitability"),

@@ -426,7 +426,7 @@ def test_parse_spec(spec, parsed):
 @pytest.mark.parametrize(
     ("spec", "problem"),
     [
-        ("randm", "valid forms: random, expert, human, hf:PATH, openai:MODEL, gemini:MODEL"),
+        ("randm", "valid forms: random, expert, human, hf:PATH, vllm:PATH, openai:MODEL, gemini:MODEL"),
         ("anthropic:claude", "unknown agent spec 'anthropic:claude'"),
         ("gemini:", "needs a model id"),
         ("openai:m@127.0.0.1:8000/v1", "needs http:// or https://"),

@@ -60,8 +60,8 @@ def test_play_validates_everything_up_front_one_line_per_problem():
         "spiral-arena play: error: --p0: 'hf:/no/such/model': model path /no/such/model does not exist; "
         "give a model or checkpoint directory",
         "spiral-arena play: error: --p1: unknown agent spec 'nonsense'; valid forms: random, expert, human, hf:PATH, "
-        "openai:MODEL, gemini:MODEL, mistral:MODEL, openrouter:MODEL, PROVIDER:MODEL@URL (any OpenAI-compatible "
-        "server, e.g. openai:MODEL@http://127.0.0.1:8000/v1)",
+        "vllm:PATH, openai:MODEL, gemini:MODEL, mistral:MODEL, openrouter:MODEL, PROVIDER:MODEL@URL (any "
+        "OpenAI-compatible server, e.g. openai:MODEL@http://127.0.0.1:8000/v1)",
         "spiral-arena play: error: --games: must be at least 1, got -3",
         "spiral-arena play: error: --seed: must be an integer in [0, 2**64 - games), got -1",
     ]

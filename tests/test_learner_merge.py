@@ -170,5 +170,5 @@ def test_merged_ppo_with_clipping_is_the_unmerged_ppo(dual_clip):
     sgd = torch.optim.SGD(model.parameters(), lr=lr)
     stats = update(model, None, sgd, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
     for p, q in zip(model.parameters(), by_hand.parameters(), strict=True):
-        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-4)  # weights move by up to ~10
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=5e-4)  # weights move by up to ~10
     assert stats["clip_fraction"] == pytest.approx(sum(clipped) / 2, rel=1e-5)

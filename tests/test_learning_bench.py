@@ -24,7 +24,7 @@ SMALL = [
     "eval_games=2", "eval_env_ids=KuhnPoker-v0:rounds=1", "eval_opponents=random", "time_limit_s=0",
     "micro_batch=8", "plots=false",
 ]  # fmt: skip
-VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "generated_tokens_per_s")
+VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
 
 
 def stable_rows(run: Path) -> list[dict]:

@@ -44,7 +44,8 @@ def assert_same_gradients(chunked: dict[str, torch.Tensor], full: dict[str, torc
     assert chunked.keys() == full.keys()
     for name, grad in full.items():
         assert grad.abs().sum() > 0, name  # every parameter is reached, so the comparison means something
-        torch.testing.assert_close(chunked[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+        # float noise in the sums is ~1e-6 of the largest entry; a wrong gradient is off by its own size
+        torch.testing.assert_close(chunked[name], grad, rtol=1e-4, atol=1e-5 * float(grad.abs().max()), msg=name)
 
 
 @pytest.mark.parametrize("chunk_size", [1, 5, 1024, 0, None])

@@ -36,9 +36,9 @@ TIMEOUT_S = 420  # per command; the slowest (the default leaderboard) takes abou
 KEY_VARIABLES = ("OPENAI_API_KEY", "GEMINI_API_KEY", "MISTRAL_API_KEY", "OPENROUTER_API_KEY", "OPENAI_BASE_URL")
 
 
-def fenced_blocks(language: str) -> list[tuple[int, str]]:
-    """(README line of the block's first line, text) of every ```language block, in order."""
-    text = README.read_text()
+def fenced_blocks(language: str, document: Path = README) -> list[tuple[int, str]]:
+    """(line of the block's first line, text) of every ```language block of ``document``, in order."""
+    text = document.read_text()
     found = re.finditer(rf"^```{language}\n(.*?)^```", text, re.M | re.S)
     return [(text.count("\n", 0, match.start(1)) + 1, match.group(1)) for match in found]
 
@@ -110,10 +110,10 @@ def cut_comment(line: str) -> str:
     return line.rstrip()
 
 
-def shell_commands() -> list[tuple[int, str]]:
-    """(README line, command) of every command in the bash blocks, continuation lines joined."""
+def shell_commands(document: Path = README) -> list[tuple[int, str]]:
+    """(line, command) of every command in the document's bash blocks, continuation lines joined."""
     commands: list[tuple[int, str]] = []
-    for first, block in fenced_blocks("bash"):
+    for first, block in fenced_blocks("bash", document):
         pending: list[str] = []
         for offset, raw in enumerate(block.splitlines()):
             if raw.rstrip().endswith("\\"):

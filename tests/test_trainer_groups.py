@@ -259,6 +259,7 @@ def test_the_4b_recipe_carries_the_upstream_settings(tmp_path, monkeypatch):
         (tmp_path / "twenty_questions" / f"{name}.txt").write_bytes((WORDS_DIR / f"{name}.txt").read_bytes())
     monkeypatch.setenv("SPIRAL_ARENA_CACHE", str(tmp_path))
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # where the judge would be served
+    monkeypatch.setattr("spiral_arena.models.vllm.install_problem", lambda: None)  # as if vLLM were installed
     c = TrainConfig.build({"recipe": "delta-belief-4b"})
     assert (c.algo, c.model, c.backend, c.thinking) == ("delta-belief", "Klingspor/Qwen3-4B-SFT", "vllm", False)
     assert (c.lora_rank, c.lora_alpha, c.lr, c.adam_beta1, c.adam_beta2) == (64, 64, 3e-5, 0.9, 0.95)

