@@ -168,6 +168,10 @@ BAD_FILES = {
     "unknown game": (pool_text(games='["Nope-v0"]'), "unknown env id 'Nope-v0'"),
     "odd games per pair": (pool_text(games_per_pair="3"), "games per pair must be an even number >= 2"),
     "negative seed": (pool_text(seed="-1"), "seed must be an integer >= 0, got -1"),
+    "games per pair past the limit": (  # issue 27: was accepted, and memory grew by GBs before any game
+        pool_text(games_per_pair="1000000000000"),
+        "1,000,000,000,000 games per pair; a run plays at most 1,000,000 per pair and game id",
+    ),
     "seed past the store": (
         pool_text(games_per_pair="4", seed=str(2**63 - 1)),
         f"seeds run from {2**63 - 1} to {2**63}; the last must be at most {2**63 - 1}",
