@@ -21,7 +21,14 @@ shows, and Twenty Questions' ``recap=true`` too. An observation without it (``fi
 ``last``) is answered with a 422 that names the game and what is missing, never with a guess. Where
 no game recognises the text, the legal actions are still read from a ``Legal actions: [a], [b].``
 line, so ``random`` answers any such prompt. No game needs more than the last user message: no
-earlier message of a chat holds what the last one lacks.
+earlier message of a chat holds what the last one lacks. Messages are read the way the env wrote
+them: players' text never holds the blank line that starts a message (``observations.sanitize``), so
+no opponent's chat can pass for a game line and void the served agent's turns.
+
+What is never answered (422, one sentence): a finished game (the observation ends with the env's
+``Game over.`` message, or ``spiral_info`` holds an ``outcome``), and a scripted agent's move that the
+request's own legal actions do not list (a position and a ``Legal actions`` line that disagree). A
+served API agent's text is the model's, judged by the env as any other reply.
 
 Web pages must not be able to use the server (and spend a served API agent's key): a POST must say
 ``Content-Type: application/json`` (a browser cannot send that cross-site without asking first), an
@@ -60,7 +67,7 @@ from starlette.concurrency import run_in_threadpool
 
 from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent, split_options
 from spiral_arena.core.game import TextGame
-from spiral_arena.core.readback import PositionUnreadable, latest_turn
+from spiral_arena.core.readback import PositionUnreadable, game_over, latest_turn
 from spiral_arena.llm import is_loopback
 from spiral_arena.registry import REGISTRY
 
@@ -188,9 +195,13 @@ def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
         raise RequestError(400, "only n=1 is supported: the agent gives one answer per request", "n")
     info, unread = body.get("spiral_info"), None
     if info is None:
+        if game_over(observation):
+            raise RequestError(422, "The game in the last user message is over, so there is no move to make.")
         info, unread = info_from_text(observation)
     elif not isinstance(info, dict):
         raise RequestError(400, "'spiral_info' must be a JSON object (the env's info dict)", "spiral_info")
+    elif "outcome" in info:
+        raise RequestError(422, "The game is over ('spiral_info' holds its outcome), so there is no move to make.")
     return ChatRequest(model, observation, info, stream, unread)
 
 
@@ -264,7 +275,8 @@ def create_app(
     served_model = model_id or _label(agent).split("@", 1)[0]  # never the upstream URL
     # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
     # API agents are thread-safe and slow, so their requests overlap.
-    guard = nullcontext() if isinstance(player, APIAgent) else threading.Lock()
+    scripted = not isinstance(player, APIAgent)
+    guard = threading.Lock() if scripted else nullcontext()
     app = FastAPI(title="spiral-arena", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.exception_handler(RequestError)
@@ -310,6 +322,14 @@ def create_app(
             ) from None
         if not isinstance(text, str):
             raise RequestError(500, f"the agent returned {type(text).__name__}, not text", kind="server_error")
+        legal = request.info.get("legal_actions")
+        if scripted and isinstance(legal, list) and legal and text.strip() not in legal:
+            raise RequestError(
+                422,
+                f"The position and the legal actions of this request disagree: the served agent would play "
+                f"{text.strip()[:40]}, which is not among {', '.join(map(str, legal))[:200]}.",
+                "messages",
+            )
         return text
 
     @app.post("/v1/chat/completions")
