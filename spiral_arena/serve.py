@@ -143,8 +143,8 @@ def info_from_text(observation: str) -> tuple[dict[str, Any], str | None]:
         info = read_info(observation)
     except PositionUnreadable as error:
         return recover_info(observation), str(error)
-    except (ValueError, LookupError, TypeError) as error:  # text no game wrote (a 5,000-digit "number")
-        return recover_info(observation), f"the position could not be read ({type(error).__name__}: {error})"
+    except (ValueError, LookupError, TypeError):  # text no game wrote (a 5,000-digit "number")
+        return recover_info(observation), "the position could not be read: the message holds text no game writes"
     if info:
         return info, None
     return recover_info(observation), "no registered game's turn was recognised in the last user message"
@@ -312,14 +312,18 @@ def create_app(
         except APIError as error:  # its text may hold the upstream's own words and address: not for clients
             status = f" (HTTP {error.status})" if error.status else ""
             raise RequestError(502, f"the served agent's upstream failed{status}", kind="upstream_error") from None
-        except (ValueError, KeyError, IndexError, TypeError) as error:
-            why = f"{request.unread}, so " if request.unread else ""
-            raise RequestError(
-                422,
-                f"{why}the agent could not answer ({type(error).__name__}: {error}); send the env's info as "
-                "'spiral_info', or end the user message with a 'Legal actions: [a], [b].' line",
-                "spiral_info",
-            ) from None
+        except (ValueError, KeyError, IndexError, TypeError):  # the agent's own words name Python internals
+            if request.unread is None:  # the client sent spiral_info
+                message = (
+                    "'spiral_info' does not hold the game, legal actions and view of a turn, so the served agent "
+                    "cannot answer it; send the env's info for the turn as the env gave it."
+                )
+            else:
+                message = (
+                    f"{request.unread}, so the served agent cannot answer it; send the env's info as 'spiral_info', "
+                    "or end the user message with a 'Legal actions: [a], [b].' line."
+                )
+            raise RequestError(422, message, "spiral_info") from None
         if not isinstance(text, str):
             raise RequestError(500, f"the agent returned {type(text).__name__}, not text", kind="server_error")
         legal = request.info.get("legal_actions")

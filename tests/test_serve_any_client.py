@@ -555,6 +555,34 @@ def test_text_from_no_game_gets_a_422_that_says_so(guarded_expert):
     assert "no registered game's turn was recognised" in reply.json()["error"]["message"]
 
 
+GIANT_ROUND = (
+    f"[GAME] Your turn. Legal actions: [check], [bet].\nRound {'9' * 5000} of 5, you are Player 0. You open. "
+    "Pot: 2 chips. Your chips so far: +0. Your card: J."
+)
+UNANSWERABLE = {
+    "no game": ({"messages": [{"role": "user", "content": "What is your move?"}]}, ("expert", "random")),
+    "giant number": ({"messages": [{"role": "user", "content": GIANT_ROUND}]}, ("expert",)),
+    "unknown game": ({"messages": [{"role": "user", "content": "x"}], "spiral_info": {"game": "Nope"}}, ("expert",)),
+    "empty info": (
+        {"messages": [{"role": "user", "content": "x"}], "spiral_info": {"legal_actions": []}},
+        ("expert", "random"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(UNANSWERABLE))
+def test_a_422_is_a_plain_sentence_without_python_internals(served, case):
+    """Issue 27: 422s printed "ExpertAgent has no strategy for game None" and Python's int digit limit."""
+    body, agents = UNANSWERABLE[case]
+    for agent in agents:
+        reply = httpx.post(f"{served[agent].url}/chat/completions", json={"model": "any", **body})
+        assert reply.status_code == 422, reply.text
+        message = reply.json()["error"]["message"]
+        assert message.endswith(".") and "\n" not in message, message
+        for internal in ("Agent", "Error", "None", "info[", "digits", "sys.", "()"):
+            assert internal not in message, message
+
+
 def test_text_no_game_wrote_is_reported_not_raised():
     from spiral_arena.serve import info_from_text
 
