@@ -291,14 +291,19 @@ class Completion:
 
 
 def _completion_text(data: Any) -> str:
-    """The assistant text of a chat completion; raises KeyError/TypeError/IndexError if malformed.
+    """The assistant text of a chat completion; raises KeyError/TypeError/IndexError if malformed, and
+    ValueError for ``content: null``.
 
-    A missing content (a refusal, an empty generation) is returned as "", which the env treats
-    like any other unparseable answer.
+    ``content: null`` is the endpoint's failure, not an answer (retried, then an ``APIError``), so no
+    eval or game scores it as a reply without an answer; only a generation cut by its token limit
+    (``finish_reason: "length"``) may come back without content: then it is "".
     """
-    content = data["choices"][0]["message"].get("content")
+    choice = data["choices"][0]
+    content = choice["message"].get("content")
     if content is None:
-        return ""
+        if choice.get("finish_reason") == "length":
+            return ""
+        raise ValueError("the reply has no content (content: null)")
     if isinstance(content, list):  # content parts
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     if not isinstance(content, str):
@@ -459,6 +464,8 @@ class ChatClient:
             return _Failure(f"error in reply: {self._brief(_error_text(data))}", status, True)
         try:
             text = _completion_text(data)
+        except ValueError as error:
+            return _Failure(str(error), status, True)
         except (KeyError, IndexError, TypeError, AttributeError):
             return _Failure(f"malformed reply (not a chat completion): {self._brief(response.text)}", status, True)
         usage = data.get("usage")

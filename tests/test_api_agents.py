@@ -222,6 +222,18 @@ def test_malformed_replies_are_retried_then_raise():
     assert len(server.seen) == 3 and caught.value.attempts == 3
 
 
+def test_content_null_is_an_endpoint_error_not_an_empty_answer():
+    """Issue 27: ``content: null`` was read as "", so an eval scored it no-answer and exited 0."""
+    null = json.dumps({"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "stop"}]})
+    with FaultServer(raw(200, null.encode())) as server:
+        with pytest.raises(APIError, match=r"the reply has no content \(content: null\).*gave up after 3") as caught:
+            fast_client(server.url, max_retries=2).chat(MESSAGES)
+    assert len(server.seen) == 3 and caught.value.attempts == 3
+    cut = json.dumps({"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "length"}]})
+    with FaultServer(raw(200, cut.encode())) as server:  # a generation cut by its token limit: empty, not an error
+        assert fast_client(server.url).chat(MESSAGES) == ""
+
+
 def test_a_stalled_server_times_out_and_is_retried_within_bounds():
     with FaultServer(stall(3.0)) as server:
         start = time.monotonic()
