@@ -10,7 +10,8 @@ covers them. Failures are retried with bounded exponential backoff and then rais
 Keys come only from arguments or environment variables and never leave this module in text.
 An environment key goes only where the user chose to send it (``check_key_host``): to loopback, over
 https to its provider's own host or a host in $SPIRAL_ARENA_TRUST_HOSTS, or to the URL of a spec that
-names its own variable (``#key_env=VAR``). Keys travel in clear text only to loopback, or with a
+names its own variable (``#key_env=VAR``: a name ending in ``_API_KEY`` or ``_TOKEN``, or one listed in
+$SPIRAL_ARENA_KEY_VARS). Keys travel in clear text only to loopback, or with a
 warning on stderr to a URL the user paired with them. Every error message is scrubbed of the key
 and of bearer tokens, and reprs show ``***``.
 ``ChatClient.complete`` also returns what the request cost (``Completion``: the provider's token
@@ -130,22 +131,36 @@ def resolve_endpoint(
 
 
 TRUST_HOSTS_ENV = "SPIRAL_ARENA_TRUST_HOSTS"
-KEY_ENV_OPTION = "key_env"  # the spec option naming a spec's own key variable: openai:m@URL#key_env=MY_KEY
+KEY_ENV_OPTION = "key_env"  # the spec option naming a spec's own key variable: openai:m@URL#key_env=MY_API_KEY
+KEY_VARIABLES_ENV = "SPIRAL_ARENA_KEY_VARS"  # more names #key_env may use, comma-separated
 
 
 _VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+_KEY_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*_(?:API_KEY|TOKEN)")  # what an API key's variable is called
 
 
 def key_variable_problem(variable: object) -> str | None:
     """What is wrong with the name in ``#key_env=NAME``, or None. Capitals only, as variables are
     written: a key pasted there by mistake (sk-..., AIza...) is refused without being echoed, before
-    it could reach a label or a database."""
-    if isinstance(variable, str) and _VARIABLE_NAME.fullmatch(variable):
+    it could reach a label or a database. And only a name that looks like an API key's variable
+    (``*_API_KEY``, ``*_TOKEN``) or one the user lists in $SPIRAL_ARENA_KEY_VARS: a spec shared in a
+    reference-pool file must not be able to send $AWS_SECRET_ACCESS_KEY or $PATH to its URL."""
+    if not isinstance(variable, str) or not _VARIABLE_NAME.fullmatch(variable):
+        return (
+            f"#{KEY_ENV_OPTION} must name an environment variable: capitals, digits and _, e.g. "
+            f"#{KEY_ENV_OPTION}=MY_GATEWAY_API_KEY (the value given is not shown, in case it is a key)"
+        )
+    if _KEY_VARIABLE.fullmatch(variable) or variable in _listed_key_variables():
         return None
     return (
-        f"#{KEY_ENV_OPTION} must name an environment variable: capitals, digits and _, e.g. "
-        f"#{KEY_ENV_OPTION}=MY_GATEWAY_KEY (the value given is not shown, in case it is a key)"
+        f"#{KEY_ENV_OPTION}={variable}: only a variable named like an API key's (ending in _API_KEY or _TOKEN) "
+        f"or listed in ${KEY_VARIABLES_ENV} may be sent; if ${variable} holds this endpoint's key, run with "
+        f"{KEY_VARIABLES_ENV}={variable}"
     )
+
+
+def _listed_key_variables() -> set[str]:
+    return {name.strip() for name in os.environ.get(KEY_VARIABLES_ENV, "").split(",") if name.strip()}
 
 
 def key_from_variable(variable: str, who: str) -> str:
