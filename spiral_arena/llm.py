@@ -22,6 +22,7 @@ counts and the latency), and nothing else about the request.
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import ipaddress
 import json
 import logging
@@ -43,23 +44,33 @@ _BEARER = re.compile(r"(Bearer\s+)[^\s'\",;]+")  # a header value echoed back (p
 
 @dataclass(frozen=True)
 class Provider:
-    """Where a provider's OpenAI-compatible endpoint lives and which variable holds its key."""
+    """Where a provider's OpenAI-compatible endpoint lives and which variable holds its key.
+    ``seeded``: its own endpoint takes OpenAI's ``seed`` field (any other URL is taken to: vLLM and
+    ``spiral-arena serve`` do)."""
 
     name: str
     base_url: str
     key_env: str
     base_url_env: str | None = None  # a variable that overrides base_url (OpenAI's SDK convention)
+    seeded: bool = True
 
 
 PROVIDERS: dict[str, Provider] = {
     p.name: p
     for p in (
         Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
-        Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
-        Provider("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY"),
+        Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY", seeded=False),
+        Provider("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", seeded=False),  # it names it random_seed
         Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
     )
 }
+
+
+def request_seed(game_seed: int, turn: int) -> int:
+    """The ``seed`` of a game's ``turn``-th request (0, 1, ...): a function of the two alone, so a game
+    gets the same replies from a seeded server (``spiral-arena serve``) whatever else is in flight."""
+    mixed = hashlib.sha256(f"{game_seed}:{turn}".encode()).digest()
+    return int.from_bytes(mixed[:4], "little") & 0x7FFFFFFF  # a non-negative int32: every server takes it
 
 
 class APIError(RuntimeError):

@@ -3,7 +3,10 @@
 ``GET /v1/models`` lists one model; ``POST /v1/chat/completions`` answers with the agent's move,
 as one JSON completion or, with ``"stream": true``, as server-sent ``chat.completion.chunk`` events
 ending with ``data: [DONE]``. The last user message is the observation. Sampling fields of the
-request are ignored: the served agent plays with its own settings.
+request are ignored: the served agent plays with its own settings, except OpenAI's ``seed``: a request
+with one is answered by a copy of the agent reset with it (``inflight.own_copy``), so its move depends
+on the request alone, not on the requests before it. ``APIAgent`` sends one per decision of a seeded
+game (``llm.request_seed``), so a leaderboard through ``serve`` plays the same games at any concurrency.
 
 Where the info comes from. The env's ``info`` may come as an extra request field ``spiral_info``
 (``APIAgent(send_info=True)``); when it does, it is used as sent. Other clients (the OpenAI SDK,
@@ -66,8 +69,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent, split_options
+from spiral_arena.core.env import SEED_LIMIT
 from spiral_arena.core.game import TextGame
 from spiral_arena.core.readback import PositionUnreadable, game_over, latest_turn
+from spiral_arena.inflight import own_copy
 from spiral_arena.llm import is_loopback
 from spiral_arena.registry import REGISTRY
 
@@ -167,6 +172,7 @@ class ChatRequest:
     info: dict[str, Any]
     stream: bool
     unread: str | None = None  # why the position could not be read from the observation, if it could not
+    seed: int | None = None  # OpenAI's seed field: the agent answers from a copy reset with it
 
 
 def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
@@ -193,6 +199,9 @@ def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
         raise RequestError(400, "'stream' must be true or false", "stream")
     if body.get("n", 1) != 1:
         raise RequestError(400, "only n=1 is supported: the agent gives one answer per request", "n")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
+        raise RequestError(400, "'seed' must be a whole number from 0 to 2**64 - 1", "seed")
     info, unread = body.get("spiral_info"), None
     if info is None:
         if game_over(observation):
@@ -202,7 +211,7 @@ def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
         raise RequestError(400, "'spiral_info' must be a JSON object (the env's info dict)", "spiral_info")
     elif "outcome" in info:
         raise RequestError(422, "The game is over ('spiral_info' holds its outcome), so there is no move to make.")
-    return ChatRequest(model, observation, info, stream, unread)
+    return ChatRequest(model, observation, info, stream, unread, seed)
 
 
 def _completion(completion_id: str, created: int, model: str, text: str) -> dict[str, Any]:
@@ -308,7 +317,8 @@ def create_app(
     def answer(request: ChatRequest) -> str:
         try:
             with guard:
-                text = player.act(request.observation, request.info)
+                agent = player if request.seed is None else own_copy(player, request.seed)
+                text = agent.act(request.observation, request.info)
         except APIError as error:  # its text may hold the upstream's own words and address: not for clients
             status = f" (HTTP {error.status})" if error.status else ""
             raise RequestError(502, f"the served agent's upstream failed{status}", kind="upstream_error") from None

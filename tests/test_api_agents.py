@@ -222,6 +222,33 @@ def test_malformed_replies_are_retried_then_raise():
     assert len(server.seen) == 3 and caught.value.attempts == 3
 
 
+def test_each_decision_of_a_seeded_game_sends_its_own_seed(monkeypatch):
+    """Issue 27: the client sends OpenAI's ``seed``, from the game's seed and the turn only, so a seeded
+    server answers a game the same at any concurrency; not to a preset whose API names it otherwise."""
+    from spiral_arena.inflight import own_copy
+    from spiral_arena.llm import request_seed
+
+    monkeypatch.setenv("MISTRAL_API_KEY", "sk-test-mistral")
+    with FaultServer(ok("fine")) as server:
+        agent = make_agent(f"openai:m@{server.url}")
+        agent.act("unseeded", {})
+        game, other = own_copy(agent, 41), own_copy(agent, 42)
+        for _ in range(3):
+            game.act("x", {})
+            other.act("x", {})
+        again = own_copy(agent, 41)
+        again.act("x", {})
+        fixed = own_copy(make_agent(f"openai:m@{server.url}", extra_body={"seed": 5}), 41)
+        fixed.act("x", {})
+        seeds = [seen.body.get("seed") for seen in server.seen]
+    assert seeds[0] is None  # an agent no game was started with sends none
+    assert seeds[1:7:2] == [request_seed(41, turn) for turn in range(3)]
+    assert seeds[2:7:2] == [request_seed(42, turn) for turn in range(3)]
+    assert seeds[7] == seeds[1] and seeds[8] == 5 and len(set(seeds[1:7])) == 6
+    preset = own_copy(make_agent("mistral:m"), 41)  # Mistral's own API calls it random_seed: nothing sent
+    assert preset.seeded is False and make_agent("mistral:m@https://models.invalid/v1", api_key="sk-x").seeded
+
+
 def test_content_null_is_an_endpoint_error_not_an_empty_answer():
     """Issue 27: ``content: null`` was read as "", so an eval scored it no-answer and exited 0."""
     null = json.dumps({"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "stop"}]})
