@@ -42,6 +42,7 @@ from leaderboard.schedule import Job, check_games, schedule
 from spiral_arena.agents import Agent
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Game, InFlight, Spent, check_concurrency, default_concurrency, own_copy
+from spiral_arena.processes import ignore_sigint, sigint_held
 from spiral_arena.registry import parse_env_id
 
 POLL_S = 0.2
@@ -263,8 +264,9 @@ def _worker(db_path: str, entrants: list[Entrant], channel: Connection, parent: 
     until the answer is None. Stops between games, or at its next request (end of file), if the parent
     process is gone: a killed ``leaderboard run`` must not leave workers behind. Ignores SIGINT: Ctrl-C
     reaches the whole process group, and the parent, which ends its workers itself, then prints one line
-    instead of a traceback per worker."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    instead of a traceback per worker. It was started with SIGINT ignored already (``processes``), so a
+    Ctrl-C while it imports this code does not reach it either."""
+    ignore_sigint()
     conn = store.connect(db_path)
     player = Player(entrants, conn, concurrency)
 
@@ -383,7 +385,8 @@ def _run_workers(
             process = context.Process(target=_worker, args=args, daemon=True)
             processes.append(process)
             asking[mine] = process
-            process.start()
+            with sigint_held():  # the worker ignores Ctrl-C from its first instruction
+                process.start()
             theirs.close()  # held by the worker alone, so its death reads as end of file here
         shown = store.count_games(conn)
         while asking and dead is None:
