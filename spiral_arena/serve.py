@@ -173,6 +173,7 @@ class ChatRequest:
     stream: bool
     unread: str | None = None  # why the position could not be read from the observation, if it could not
     seed: int | None = None  # OpenAI's seed field: the agent answers from a copy reset with it
+    sent_info: bool = False  # the info came as 'spiral_info', not read from the text
 
 
 def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
@@ -211,7 +212,7 @@ def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
         raise RequestError(400, "'spiral_info' must be a JSON object (the env's info dict)", "spiral_info")
     elif "outcome" in info:
         raise RequestError(422, "The game is over ('spiral_info' holds its outcome), so there is no move to make.")
-    return ChatRequest(model, observation, info, stream, unread, seed)
+    return ChatRequest(model, observation, info, stream, unread, seed, sent_info="spiral_info" in body)
 
 
 def _completion(completion_id: str, created: int, model: str, text: str) -> dict[str, Any]:
@@ -323,14 +324,15 @@ def create_app(
             status = f" (HTTP {error.status})" if error.status else ""
             raise RequestError(502, f"the served agent's upstream failed{status}", kind="upstream_error") from None
         except (ValueError, KeyError, IndexError, TypeError):  # the agent's own words name Python internals
-            if request.unread is None:  # the client sent spiral_info
+            if request.sent_info:
                 message = (
                     "'spiral_info' does not hold the game, legal actions and view of a turn, so the served agent "
                     "cannot answer it; send the env's info for the turn as the env gave it."
                 )
             else:
+                why = request.unread or "the position read from the last user message is not one it can play"
                 message = (
-                    f"{request.unread}, so the served agent cannot answer it; send the env's info as 'spiral_info', "
+                    f"{why}, so the served agent cannot answer it; send the env's info as 'spiral_info', "
                     "or end the user message with a 'Legal actions: [a], [b].' line."
                 )
             raise RequestError(422, message, "spiral_info") from None
