@@ -86,7 +86,7 @@ def _check_field(labels: Sequence[str], seed: int, seeds: int) -> None:
         raise ValueError(f"{len(labels)} agents; a run takes at most {MAX_AGENTS:,}")
 
 
-def _check_games_per_pair(games: object, paired: bool) -> int:
+def _check_games_per_pair(games: object, paired: bool) -> None:
     """``games`` per pair (``paired``: even, >= 2) or per agent (>= 1), at most ``MAX_GAMES_PER_PAIR``."""
     if paired and (not _is_int(games) or games < 2 or games % 2):
         raise ValueError(
@@ -98,7 +98,6 @@ def _check_games_per_pair(games: object, paired: bool) -> int:
         )
     if games > MAX_GAMES_PER_PAIR:
         raise ValueError(f"{games:,} games per pair; a run plays at most {MAX_GAMES_PER_PAIR:,} per pair and game id")
-    return games
 
 
 class Schedule:
