@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _grader_arguments(parser)
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for intervals (default 1000)")
     parser.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="complete the run in --output-dir (one stopped by failed requests): ask only for its missing samples, "
+        "with the same options",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     sub = parser.add_subparsers(dest="eval_command")
@@ -72,6 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     compare.add_argument("run_b", type=Path)
     compare.add_argument("--metric", help="first-sample or mean for every benchmark (default: the preset's)")
     compare.add_argument("--allow-protocol-mismatch", action="store_true", help="compare runs of different protocols")
+    compare.add_argument(
+        "--common-items",
+        action="store_true",
+        help="compare only the items both runs have complete (a run with samples missing is refused otherwise)",
+    )
     compare.add_argument("--png", type=Path, help="write a plot of the deltas here")
     compare.add_argument("--json", type=Path, help="write the comparison as JSON here")
     compare.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap resamples (default 1000)")
@@ -106,7 +117,7 @@ def _default_output(model: str, preset: str) -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from evals.data import parse_benchmark_list
-    from evals.run import EvalOptions, run_eval
+    from evals.run import EvalOptions, IncompleteRun, run_eval
     from spiral_arena.agents import model_path_problem
     from spiral_arena.outputs import write_problem
 
@@ -138,9 +149,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         keep_gated_responses=args.keep_gated_responses,
         resamples=args.bootstrap,
         overwrite=args.overwrite,
+        resume=args.resume,
         progress=not args.no_progress,
     )
-    directory, results = run_eval(options)
+    try:
+        directory, results = run_eval(options)
+    except IncompleteRun as error:
+        print(f"spiral-arena eval: {error}", file=sys.stderr)
+        return 1
     print_results(results)
     print(f"run written to {directory} (samples.jsonl, results.json, manifest.json)")
     return 0
@@ -167,7 +183,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from evals.manifest import write_json
 
     comparison = compare_runs(
-        args.run_a, args.run_b, args.metric, args.allow_protocol_mismatch, args.seed, args.bootstrap
+        args.run_a, args.run_b, args.metric, args.allow_protocol_mismatch, args.seed, args.bootstrap, args.common_items
     )
     print_comparison(comparison)
     if args.png:

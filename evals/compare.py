@@ -6,6 +6,9 @@ items both runs answered are resampled together (paired bootstrap), so a delta's
 sampling noise, not which items happened to be drawn.
 Runs evaluated under different protocols (prompt, shots, sampling, samples per item, items or
 grader) are refused unless the caller allows it, since their difference would mix model and protocol.
+A run whose ``samples.jsonl`` does not hold every sample its manifest lists (a truncated file, a run
+stopped by failed requests) is refused too, naming the file and the count, unless the caller asks for
+the items both runs have complete (``common_items``): a missing sample must never count as wrong.
 """
 
 from __future__ import annotations
@@ -21,25 +24,31 @@ from evals.data import BENCHMARKS, GENERAL_BENCHMARKS, MATH_BENCHMARKS, DataErro
 from evals.manifest import differing_fields
 from evals.metrics import METRICS, RESAMPLES, item_scores, paired_difference, paired_macro
 from evals.presets import KINDS
-from evals.run import correctness, read_manifest, read_run
+from evals.run import complete_items, correctness, read_manifest, read_run
 
 AVERAGES = {"math average": MATH_BENCHMARKS, "general average": GENERAL_BENCHMARKS, "overall": tuple(BENCHMARKS)}
 
 
+COMMON_ITEMS_HINT = "; pass --common-items to compare only the items both runs have complete"
+
+
 def per_item_scores(
-    directory: Path, metrics: Mapping[str, str] | None = None
+    directory: Path, metrics: Mapping[str, str] | None = None, common_items: bool = False
 ) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
     """A run's manifest, and {benchmark: {item id: score}} under ``metrics`` ({"math": ..., "choice": ...};
-    default: the run's own headline metric per question kind)."""
-    manifest, records = read_run(directory)
+    default: the run's own headline metric per question kind). ``common_items``: a run with samples missing
+    is read for its complete items only, instead of refused."""
+    manifest, records = read_run(directory, missing_ok=common_items, hint=COMMON_ITEMS_HINT)
     protocol = manifest["protocol"]
     metrics = metrics or headline_metrics(manifest)
     scores = {}
-    for name, info in protocol["benchmarks"].items():
-        rows = [r for r in records if r["benchmark"] == name]
-        matrix = correctness(rows, info["item_ids"], protocol["samples_per_item"][name])
+    for name, items in complete_items(manifest, records).items():
+        if not items:  # only with common_items: a benchmark without one complete item is left out
+            continue
+        rows = [r for r in records if r["benchmark"] == name and r["item_id"] in set(items)]
+        matrix = correctness(rows, items, protocol["samples_per_item"][name])
         per_item = item_scores(matrix, metrics[BENCHMARKS[name].kind])
-        scores[name] = dict(zip(info["item_ids"], per_item.tolist(), strict=True))
+        scores[name] = dict(zip(items, per_item.tolist(), strict=True))
     return manifest, scores
 
 
@@ -54,14 +63,16 @@ def compare_runs(
     allow_protocol_mismatch: bool = False,
     seed: int = 0,
     resamples: int = RESAMPLES,
+    common_items: bool = False,
 ) -> dict[str, Any]:
     """Paired deltas (B - A) per benchmark and for the averages, with 95% intervals and p-values.
-    Both runs are scored with ``metric`` for every benchmark, or else with A's headline metrics."""
+    Both runs are scored with ``metric`` for every benchmark, or else with A's headline metrics.
+    ``common_items``: runs with samples missing are compared on the items both have complete."""
     if metric is not None and metric not in METRICS:
         raise DataError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)}")
     metrics = dict.fromkeys(KINDS, metric) if metric else headline_metrics(read_manifest(run_a))
-    manifest_a, scores_a = per_item_scores(run_a, metrics)
-    manifest_b, scores_b = per_item_scores(run_b, metrics)
+    manifest_a, scores_a = per_item_scores(run_a, metrics, common_items)
+    manifest_b, scores_b = per_item_scores(run_b, metrics, common_items)
     hash_a, hash_b = manifest_a["protocol_hash"], manifest_b["protocol_hash"]
     if hash_a != hash_b and not allow_protocol_mismatch:
         fields = differing_fields(manifest_a["protocol"], manifest_b["protocol"])
@@ -95,6 +106,7 @@ def compare_runs(
         "metric": ", ".join(f"{kind} {m}" for kind, m in metrics.items()),
         "protocol_hashes": [hash_a, hash_b],
         "protocol_match": hash_a == hash_b,
+        "common_items": common_items,
         "benchmarks": rows,
         "averages": averages,
     }
@@ -123,6 +135,8 @@ def print_comparison(comparison: dict[str, Any]) -> None:
     console.print(table)
     if not comparison["protocol_match"]:
         console.print("[bold red]warning:[/] the runs used different protocols; deltas mix model and protocol")
+    if comparison.get("common_items"):
+        console.print("note: only the items both runs have complete are compared (--common-items)")
 
 
 def plot_comparison(comparison: dict[str, Any], path: Path) -> None:

@@ -343,12 +343,17 @@ def parse_rows(
 
 
 def local_file(name: str, data_dir: Path | None) -> Path | None:
+    """``data_dir/NAME.jsonl`` (or .parquet, .csv), None when there is none; a DataError for a path of that
+    name that is not a file (a directory named math500.jsonl)."""
     if data_dir is None:
         return None
     for suffix in FILE_SUFFIXES:
         path = data_dir / f"{name}{suffix}"
         if path.is_file():
             return path
+        if path.exists():
+            what = "a directory" if path.is_dir() else "not a regular file"
+            raise DataError(f"{path} is {what}, not a data file; put the {name} rows in a file of that name")
     return None
 
 

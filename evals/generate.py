@@ -46,11 +46,14 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Generation:
-    """A response; ``tokens`` and ``finished`` (ended before max_new_tokens) are None where unknown (APIs)."""
+    """A response; ``tokens`` and ``finished`` (ended before max_new_tokens) are None where unknown (APIs).
+    ``error``: why there is no response (an API request that failed for good, or was not sent after one
+    did); such a sample is left out of the run, which ``--resume`` completes later."""
 
     text: str
     tokens: int | None
     finished: bool | None
+    error: str | None = None
 
 
 class Backend(Protocol):
@@ -257,19 +260,28 @@ class APIBackend:
             )
             return Generation(text, None, None)
 
-        out: list[Generation | None] = [None] * len(requests)
+        from spiral_arena.llm import APIError
+
+        out: list[Generation] = [Generation("", None, None, "not sent: an earlier request failed")] * len(requests)
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="eval-api") as pool:
             futures = {pool.submit(ask, request): i for i, request in enumerate(requests)}
             try:
                 for future in as_completed(futures):
-                    out[futures[future]] = future.result()
+                    if future.cancelled():
+                        continue
+                    try:
+                        out[futures[future]] = future.result()
+                    except APIError as error:  # kept as a failed sample; the requests not started are not sent
+                        out[futures[future]] = Generation("", None, None, str(error))
+                        for waiting in futures:
+                            waiting.cancel()
                     if advance:
                         advance(1)
             except BaseException:
                 for future in futures:
                     future.cancel()
                 raise
-        return [g for g in out if g is not None]
+        return out
 
     def describe(self) -> dict[str, Any]:
         return {

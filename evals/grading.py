@@ -43,6 +43,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple
 
 from evals.data import LETTERS
+from spiral_arena.processes import ignore_sigint, sigint_held
 
 MATH_EXTRACTIONS = ("last-box-or-text", "last-box", "all-boxes")
 CHOICE_EXTRACTIONS = ("default", "spiral")
@@ -181,7 +182,7 @@ def grade_math_here(task: MathTask) -> Verdict:
 def _worker_main(connection: Connection, timeout_s: float) -> None:
     """Grade tasks sent over ``connection`` until it closes; each one under its own interval timer."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "time-outs disabled" notice: ours are on
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    ignore_sigint()  # Ctrl-C is the parent's to handle (one that came while this process started is dropped)
     signal.signal(signal.SIGALRM, _on_alarm)
     import math_verify  # noqa: F401  (imported once, before the first item's timer starts)
 
@@ -274,7 +275,8 @@ class MathGrader:
     def _start(self) -> _Worker:
         parent, child = self._context.Pipe()
         process = self._context.Process(target=_worker_main, args=(child, self.timeout_s), daemon=True)
-        process.start()
+        with sigint_held():
+            process.start()
         child.close()
         return _Worker(process, parent)
 

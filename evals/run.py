@@ -13,6 +13,12 @@
 
 ``regrade`` re-reads the stored responses and grades them again (another extraction mode, a newer
 grader) without generating anything.
+
+A run directory is checked against its manifest by every reader (``read_run``): ``samples.jsonl`` must
+hold each (benchmark, item, sample) the manifest lists once and nothing else; a truncated or edited
+file is one error naming the file and the counts, never a score in which missing samples count as
+wrong. An API request that fails for good does not discard the run: the finished samples are written
+with a manifest marked ``incomplete`` (no ``results.json``), and ``--resume`` asks for the missing ones.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -50,7 +57,7 @@ from evals.grading import (
     require_math_verify,
     shared_grader,
 )
-from evals.manifest import model_identity, package_identity, protocol_hash, write_json
+from evals.manifest import differing_fields, model_identity, package_identity, protocol_hash, write_json
 from evals.metrics import RESAMPLES, benchmark_metrics, item_scores, macro_average
 from evals.presets import (
     KINDS,
@@ -91,7 +98,12 @@ class EvalOptions:
     keep_gated_responses: bool = False
     resamples: int = RESAMPLES
     overwrite: bool = False
+    resume: bool = False
     progress: bool = True
+
+
+class IncompleteRun(RuntimeError):
+    """Some requests failed for good: the finished samples are written, and ``--resume`` asks for the rest."""
 
 
 @dataclass(frozen=True)
@@ -274,7 +286,9 @@ def _now() -> str:
 
 def prepare_output(directory: Path, overwrite: bool) -> None:
     if (directory / SAMPLES_FILE).exists() and not overwrite:
-        raise DataError(f"{directory} already holds a run ({SAMPLES_FILE}); choose another --output-dir or --overwrite")
+        raise DataError(
+            f"{directory} already holds a run ({SAMPLES_FILE}); choose another --output-dir, --resume it or --overwrite"
+        )
     directory.mkdir(parents=True, exist_ok=True)
 
 
@@ -286,8 +300,32 @@ def write_samples(path: Path, records: Sequence[dict[str, Any]]) -> None:
     tmp.replace(path)
 
 
+def _key(benchmark: str, item_id: str, sample: int) -> tuple[str, str, int]:
+    return (benchmark, item_id, sample)
+
+
+def _resumed(options: EvalOptions, protocol: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The samples a run in ``options.output_dir`` already holds, by key, after checking that it is this run:
+    the same protocol (prompts, items, samples, grader) and model."""
+    if options.overwrite:
+        raise DataError("--resume continues the run in --output-dir and --overwrite replaces it; give one of them")
+    manifest, records = read_run(options.output_dir, missing_ok=True)
+    if manifest["protocol_hash"] != protocol_hash(protocol):
+        fields = differing_fields(manifest["protocol"], protocol)
+        raise DataError(
+            f"--resume: {options.output_dir / MANIFEST_FILE} was written for another protocol (differing: "
+            f"{', '.join(fields[:6])}); give the options of that run"
+        )
+    model = model_identity(options.model)["spec"]
+    if manifest["model"]["spec"] != model:
+        raise DataError(f"--resume: the run in {options.output_dir} is of {manifest['model']['spec']}, not {model}")
+    return {_key(r["benchmark"], r["item_id"], r["sample"]): r for r in records}
+
+
 def run_eval(options: EvalOptions) -> tuple[Path, dict[str, Any]]:
-    """Run the evaluation and write its files; returns the output directory and the results."""
+    """Run the evaluation and write its files; returns the output directory and the results. With
+    ``options.resume``, only the samples the run in ``output_dir`` lacks are generated. Requests that fail
+    for good raise ``IncompleteRun`` once the finished samples are written."""
     started, clock = _now(), time.perf_counter()
     overrides = dict(options.overrides)
     preset = apply_overrides(load_preset(options.preset), overrides)
@@ -307,10 +345,14 @@ def run_eval(options: EvalOptions) -> tuple[Path, dict[str, Any]]:
             )
     if "math" in kinds_used:
         require_math_verify()
-    prepare_output(options.output_dir, options.overwrite)
-
     n_by_name = {name: samples_per_item(preset, name, explicit_samples) for name in loaded}
-    planned = [p for name, b in loaded.items() for p in plan(b, preset, n_by_name[name], options.seed)]
+    protocol = build_protocol(preset, overrides, loaded, n_by_name, options)
+    stored = _resumed(options, protocol) if options.resume else {}
+    if not options.resume:
+        prepare_output(options.output_dir, options.overwrite)
+
+    everything = [p for name, b in loaded.items() for p in plan(b, preset, n_by_name[name], options.seed)]
+    planned = [p for p in everything if _key(p.benchmark, p.item.id, p.sample) not in stored]
     sampling = Sampling(preset.temperature, preset.top_p, preset.max_new_tokens)
     with ExitStack() as stack:
         # the grading workers start first, so their imports overlap generation
@@ -327,25 +369,21 @@ def run_eval(options: EvalOptions) -> tuple[Path, dict[str, Any]]:
         stack.callback(backend.close)
         generation_clock = time.perf_counter()
         with _progress(len(planned), "generating", options.progress) as bar:
-            generations = backend.generate([p.request for p in planned], sampling, options.seed, bar.update)
+            requests = [p.request for p in planned]
+            generations = backend.generate(requests, sampling, options.seed, bar.update) if requests else []
         generation_s = time.perf_counter() - generation_clock
-        responses = [
-            apply_stop(g.text, preset.prompt_format(BENCHMARKS[p.benchmark].kind).stop)
-            for p, g in zip(planned, generations, strict=True)
-        ]
+        failures = [g.error for g in generations if g.error is not None]
+        answered = [(p, g) for p, g in zip(planned, generations, strict=True) if g.error is None]
+        responses = [apply_stop(g.text, preset.prompt_format(BENCHMARKS[p.benchmark].kind).stop) for p, g in answered]
         grading_clock = time.perf_counter()
-        with _progress(len(planned), "grading", options.progress) as bar:
-            verdicts = grade(planned, responses, preset, grader, bar.update)
+        with _progress(len(answered), "grading", options.progress) as bar:
+            verdicts = grade([p for p, _ in answered], responses, preset, grader, bar.update)
         grading_s = time.perf_counter() - grading_clock
         engine = backend.describe()
 
-    records = [
-        sample_record(p, r, g, v, options.keep_gated_responses)
-        for p, r, g, v in zip(planned, responses, generations, verdicts, strict=True)
-    ]
-    protocol = build_protocol(preset, overrides, loaded, n_by_name, options)
-    results = compute_results(records, protocol, options.seed, options.resamples)
-    results["notes"] = small_set_notes(preset, list(loaded), n_by_name, {k: len(v.items) for k, v in loaded.items()})
+    for (p, g), r, v in zip(answered, responses, verdicts, strict=True):
+        stored[_key(p.benchmark, p.item.id, p.sample)] = sample_record(p, r, g, v, options.keep_gated_responses)
+    records = [r for p in everything if (r := stored.get(_key(p.benchmark, p.item.id, p.sample))) is not None]
     manifest = {
         "protocol": protocol,
         "protocol_hash": protocol_hash(protocol),
@@ -364,8 +402,19 @@ def run_eval(options: EvalOptions) -> tuple[Path, dict[str, Any]]:
             "grading_s": grading_s,
         },
     }
-    results["protocol_hash"] = manifest["protocol_hash"]
     write_samples(options.output_dir / SAMPLES_FILE, records)
+    if failures:
+        missing = len(everything) - len(records)
+        manifest["incomplete"] = {"missing_samples": missing, "error": failures[0]}
+        (options.output_dir / RESULTS_FILE).unlink(missing_ok=True)  # no scores for a run with samples missing
+        write_json(options.output_dir / MANIFEST_FILE, manifest)
+        raise IncompleteRun(
+            f"{missing} of {len(everything)} samples have no response ({failures[0]}); the {len(records)} finished "
+            f"samples are kept in {options.output_dir}: run the same command with --resume to ask for the rest"
+        )
+    results = compute_results(records, protocol, options.seed, options.resamples)
+    results["notes"] = small_set_notes(preset, list(loaded), n_by_name, {k: len(v.items) for k, v in loaded.items()})
+    results["protocol_hash"] = manifest["protocol_hash"]
     write_json(options.output_dir / RESULTS_FILE, results)
     write_json(options.output_dir / MANIFEST_FILE, manifest)
     return options.output_dir, results
@@ -404,16 +453,90 @@ def build_protocol(
 # -- regrade --------------------------------------------------------------------------------------
 
 
+def _read_json(path: Path) -> Any:
+    """A JSON file of a run, or a DataError naming it (a truncated or hand-edited file)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DataError(f"{path} is not UTF-8 text; it is not a file an eval run wrote") from None
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path} is not valid JSON (line {error.lineno}): truncated or edited?") from None
+
+
 def read_manifest(directory: Path) -> dict[str, Any]:
     if not (directory / MANIFEST_FILE).is_file() or not (directory / SAMPLES_FILE).is_file():
         raise DataError(f"{directory} is not an eval run: it needs {MANIFEST_FILE} and {SAMPLES_FILE}")
-    return json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+    manifest = _read_json(directory / MANIFEST_FILE)
+    protocol = manifest.get("protocol") if isinstance(manifest, dict) else None
+    if not isinstance(protocol, dict) or not {"benchmarks", "samples_per_item"} <= protocol.keys():
+        raise DataError(f"{directory / MANIFEST_FILE} is not an eval manifest: it lists no benchmarks and samples")
+    return manifest
 
 
-def read_run(directory: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    """Every record of a ``samples.jsonl``, or a DataError naming the file and the line that is not JSON."""
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    raise DataError(f"{path}: line {number} is not valid JSON (a truncated or edited file?)") from None
+                if not isinstance(record, dict):
+                    raise DataError(f"{path}: line {number} is not a sample record")
+                records.append(record)
+    return records
+
+
+def complete_items(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+    """For each benchmark, the manifest's items (in its order) whose every sample the records hold once."""
+    protocol = manifest["protocol"]
+    seen = Counter((r.get("benchmark"), r.get("item_id"), r.get("sample")) for r in records)
+    return {
+        name: [
+            item
+            for item in info["item_ids"]
+            if all(seen[(name, item, s)] == 1 for s in range(protocol["samples_per_item"][name]))
+        ]
+        for name, info in protocol["benchmarks"].items()
+    }
+
+
+def sample_problem(manifest: dict[str, Any], records: Sequence[dict[str, Any]], missing_ok: bool = False) -> str | None:
+    """How ``records`` differ from what the manifest lists (each of its items' samples once, nothing else),
+    or None: "holds 3 samples where manifest.json lists 6 (3 missing: mmlu_pro 3)"."""
+    protocol = manifest["protocol"]
+    expected = {
+        (name, item, s)
+        for name, info in protocol["benchmarks"].items()
+        for item in info["item_ids"]
+        for s in range(protocol["samples_per_item"][name])
+    }
+    seen = Counter((r.get("benchmark"), r.get("item_id"), r.get("sample")) for r in records)
+    extra = sum(count - (key in expected) for key, count in seen.items())
+    missing = Counter(name for name, item, s in expected if (name, item, s) not in seen)
+    if not extra and (missing_ok or not missing):
+        return None
+    parts = []
+    if missing:
+        parts.append(f"{missing.total()} missing: " + ", ".join(f"{name} {n}" for name, n in missing.items()))
+    if extra:
+        parts.append(f"{extra} extra or repeated")
+    return f"holds {len(records)} samples where {MANIFEST_FILE} lists {len(expected)} ({'; '.join(parts)})"
+
+
+def read_run(directory: Path, missing_ok: bool = False, hint: str = "") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run's manifest and samples, checked against each other (``sample_problem``); one DataError line
+    naming the file otherwise, followed by ``hint``. ``missing_ok``: samples may be missing (a run to
+    resume, or one read for the items it has complete), never extra or repeated."""
     manifest = read_manifest(directory)
-    with (directory / SAMPLES_FILE).open(encoding="utf-8") as handle:
-        records = [json.loads(line) for line in handle if line.strip()]
+    records = read_samples(directory / SAMPLES_FILE)
+    problem = sample_problem(manifest, records, missing_ok)
+    if problem is not None:
+        if not hint and "incomplete" in manifest:
+            hint = "; the run stopped before it was complete: run its command again with --resume"
+        raise DataError(f"{directory / SAMPLES_FILE} {problem}{hint}")
     return manifest, records
 
 
@@ -425,8 +548,9 @@ def regrade(
     grader_timeout_s: float | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Grade a run's stored responses again and rewrite its samples, results and manifest."""
-    manifest, records = read_run(directory)
+    """Grade a run's stored responses again and rewrite its samples, results and manifest. A run whose
+    samples do not match its manifest is refused before anything is rewritten."""
+    manifest, records = read_run(directory, hint="; complete it (spiral-arena eval ... --resume) before regrading")
     protocol = manifest["protocol"]
     overrides = {}
     if math_extraction:
@@ -461,7 +585,7 @@ def regrade(
     manifest["timing"]["regraded_at"] = _now()
     manifest["regraded_from_protocol_hash"] = previous_hash
     results = compute_results(records, protocol, manifest["seed"], manifest.get("resamples", RESAMPLES))
-    old_results = json.loads((directory / RESULTS_FILE).read_text(encoding="utf-8"))
+    old_results = _read_json(directory / RESULTS_FILE) if (directory / RESULTS_FILE).is_file() else {}
     results["notes"] = old_results.get("notes", [])
     if hidden:
         results["notes"].append(f"{len(hidden)} gated samples kept their verdicts (responses not stored)")

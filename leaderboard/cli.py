@@ -265,8 +265,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
     ]
     problems += _output_problems(args, database=True)
-    if reference is not None:  # the pool's stored games are reused by label: each must be the same agent
-        problems += stored_problems(args.db, entrants)
+    if store.write_problem(args.db) is None:  # stored games are reused by label: each must be the same agent
+        problems += stored_problems(args.db, entrants)  # (a database the run cannot write is not even read)
     if problems:  # a missing model, a bad option or an unwritable output fails now, not game by game
         raise ValueError("; ".join(problems))
     reasoning = None

@@ -8,7 +8,9 @@ constructor options and an optional name::
 
 The label (the name, else the redacted spec plus its options) is what the database stores, so it never
 carries URL credentials, and options that look like secrets are refused: keys come from environment
-variables only.
+variables only. One label names one agent (docs/robustness.md): ``random``, the rating anchor, is the
+plain random agent or nothing (``random=expert`` is refused here), and a label the database already
+stores for another spec is refused before any game (``reference_pool.stored_problems``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leaderboard.settings import ANCHOR
 from spiral_arena.agents import Agent, RandomAgent, make_agent, parse_spec, redacted, split_options
 from spiral_arena.llm import PROVIDERS
 from spiral_arena.models.checkpoints import SETTINGS_FILE
@@ -75,7 +78,13 @@ def parse_entrant(text: str) -> Entrant:
             "human cannot play in a leaderboard (it needs a terminal); use random, expert, hf:PATH or an API spec"
         )
     ordered = tuple(sorted(options.items()))
-    return Entrant(label=name or _stored_text(spec, ordered), spec=spec.strip(), options=ordered)
+    entrant = Entrant(label=name or _stored_text(spec, ordered), spec=spec.strip(), options=ordered)
+    if entrant.label == ANCHOR and entrant.stored_spec != ANCHOR:
+        raise ValueError(
+            f"{ANCHOR}={entrant.stored_spec}: the label {ANCHOR!r} means the plain random agent (the rating "
+            f"anchor, 1000); give this agent another name, e.g. my-agent={entrant.stored_spec}"
+        )
+    return entrant
 
 
 def parse_entrants(text: str | list[str]) -> list[Entrant]:

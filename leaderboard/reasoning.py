@@ -1,7 +1,8 @@
 """A reasoning column for ``hf:`` entrants, read from ``spiral-arena eval`` run directories.
 
 An eval run is a directory holding ``manifest.json`` (model path, weight sha256s, protocol hash, times)
-and ``results.json`` (per-benchmark metrics and macro averages). Only those two JSON files are read, and
+and ``results.json`` (per-benchmark metrics and macro averages). Only those two JSON files are read (a
+run marked incomplete, or results whose items and samples per item are not the manifest's, are refused), and
 weights are hashed with the very function the manifest used (``evals.data.file_sha256``, standard library
 only), so the leaderboard never needs the grader's dependencies.
 
@@ -105,11 +106,41 @@ def _time(manifest: dict[str, Any]) -> datetime:
     return datetime.fromisoformat(timing.get("regraded_at") or timing["finished_at"])
 
 
-def read_run(directory: Path) -> EvalRun:
-    """One run directory, or ValueError naming the file that is missing or malformed."""
+def _read_json(path: Path) -> Any:
     try:
-        manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
-        results = json.loads((directory / RESULTS_FILE).read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # missing, not UTF-8, truncated
+        raise ValueError(f"{path} cannot be read ({type(error).__name__}): a truncated or edited file?") from None
+
+
+def _mismatch(manifest: dict[str, Any], results: dict[str, Any]) -> str | None:
+    """How results.json disagrees with the manifest it claims to score (items and samples per item of each
+    benchmark, protocol hash), or None: results of another or a partial run are never shown as this one's."""
+    protocol = manifest["protocol"]
+    if results.get("protocol_hash") != manifest["protocol_hash"]:
+        return "its protocol hash is not the manifest's"
+    for name, info in protocol["benchmarks"].items():
+        entry = results["benchmarks"].get(name) or {}
+        listed = (len(info["item_ids"]), protocol["samples_per_item"][name])
+        if (entry.get("items"), entry.get("samples_per_item")) != listed:
+            return f"{name} is scored there on other items or samples than the manifest's {listed[0]} x {listed[1]}"
+    return None
+
+
+def read_run(directory: Path) -> EvalRun:
+    """One run directory, or ValueError naming the file that is missing or malformed, or saying that the run
+    is incomplete (stopped by failed requests) or that its results do not match its manifest."""
+    manifest = _read_json(directory / MANIFEST_FILE)
+    if isinstance(manifest, dict) and "incomplete" in manifest:
+        missing = manifest["incomplete"].get("missing_samples")
+        raise ValueError(
+            f"{directory} is an incomplete eval run ({missing} samples missing): complete it with the command "
+            "that made it and --resume"
+        )
+    results = _read_json(directory / RESULTS_FILE)
+    try:
+        if (problem := _mismatch(manifest, results)) is not None:
+            raise ValueError(f"{directory / RESULTS_FILE} does not match {MANIFEST_FILE}: {problem}")
         model, overall = manifest["model"], results["averages"]["overall"]
         ci = overall.get("ci95")
         path = model.get("path")
@@ -127,7 +158,7 @@ def read_run(directory: Path) -> EvalRun:
             benchmarks=tuple(overall["benchmarks"]),
             complete=bool(overall.get("complete")),
         )
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
+    except (KeyError, TypeError, IndexError, AttributeError) as error:
         raise ValueError(f"{directory} is not a readable eval run ({type(error).__name__}: {error})") from None
 
 

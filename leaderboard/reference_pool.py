@@ -16,8 +16,9 @@ Reuse: a game is stored once per key (game id, seat-0 label, seat-1 label, seed)
 the keys not stored yet (``store.stored_keys``; ``INSERT OR IGNORE`` besides). So the pool's games are
 played by the first run that needs them, by a pool run or by a plain run of the same labels, games and
 seeds, and are never replayed or rewritten; adding an agent on another day plays only its own games.
-Labels being the identity of stored games, a pool run refuses a database holding another spec under one
-of its labels (``stored_problems``). Everything in the file is checked before any game is played.
+Labels being the identity of stored games, every run (a pool run or a plain one) refuses a database
+holding another spec under one of its labels (``stored_problems``). Everything in the file is checked
+before any game is played.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ seat's stay NULL.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import multiprocessing
 import os
@@ -25,8 +26,7 @@ import sqlite3
 import sys
 import time
 import warnings
-from collections import deque
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Container, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -42,6 +42,7 @@ from leaderboard.schedule import Job, check_games, schedule
 from spiral_arena.agents import Agent
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Game, InFlight, Spent, check_concurrency, default_concurrency, own_copy
+from spiral_arena.processes import ignore_sigint, sigint_held
 from spiral_arena.registry import parse_env_id
 
 POLL_S = 0.2
@@ -263,8 +264,9 @@ def _worker(db_path: str, entrants: list[Entrant], channel: Connection, parent: 
     until the answer is None. Stops between games, or at its next request (end of file), if the parent
     process is gone: a killed ``leaderboard run`` must not leave workers behind. Ignores SIGINT: Ctrl-C
     reaches the whole process group, and the parent, which ends its workers itself, then prints one line
-    instead of a traceback per worker."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    instead of a traceback per worker. It was started with SIGINT ignored already (``processes``), so a
+    Ctrl-C while it imports this code does not reach it either."""
+    ignore_sigint()
     conn = store.connect(db_path)
     player = Player(entrants, conn, concurrency)
 
@@ -295,7 +297,7 @@ class RunSummary:
     already_stored: int
     played: int
     errors: list[store.StoredGame] = field(default_factory=list)  # error games among the scheduled ones
-    keys: frozenset[tuple[str, str, str, int]] = frozenset()  # the scheduled games' keys
+    keys: Container[tuple[str, str, str, int]] = frozenset()  # the scheduled games' keys (``key in keys``)
 
 
 def run(
@@ -324,17 +326,17 @@ def run(
     concurrency = check_concurrency(concurrency)
     labels = [e.label for e in entrants]
     env_ids = check_games(env_ids)  # canonical spellings: the ids games are stored under
-    jobs = schedule(labels, env_ids, games_per_pair, seed, reference)
+    jobs = schedule(labels, env_ids, games_per_pair, seed, reference)  # lazy: never a list of every game
     conn = store.connect(db_path)
     try:
-        keys = {job.key for job in jobs}
         if retry_errors:
-            store.delete_errors(conn, keys)
-        done = store.stored_keys(conn, env_ids) & keys
-        todo = [job for job in jobs if job.key not in done]
+            store.delete_errors(conn, [key for key in store.error_keys(conn, env_ids) if key in jobs])
+        done = {key for key in store.stored_keys(conn, env_ids) if key in jobs}
+        todo = (job for job in jobs if job.key not in done)
+        left = len(jobs) - len(done)
         bar = tqdm(total=len(jobs), initial=len(done), unit="game", disable=None if progress is None else not progress)
         with bar:
-            if workers == 1 or len(todo) <= 1:
+            if workers == 1 or left <= 1:
                 player = Player(entrants, conn, concurrency)
                 try:
                     for row in player.play(todo):
@@ -346,12 +348,11 @@ def run(
                 finally:
                     player.close()
             else:
-                _run_workers(db_path, list(entrants), todo, workers, conn, bar, concurrency)
-        stored = store.stored_keys(conn, env_ids)
-        played = sum(job.key in stored for job in todo)
+                _run_workers(db_path, list(entrants), todo, left, workers, conn, bar, concurrency)
+        played = sum(key in jobs and key not in done for key in store.stored_keys(conn, env_ids))
         scheduled = store.load_games(conn, env_ids, labels)
-        errors = [g for g in scheduled if g.error is not None and (g.env_id, g.player0, g.player1, g.seed) in keys]
-        return RunSummary(len(jobs), len(done), played, errors, frozenset(keys))
+        errors = [g for g in scheduled if g.error is not None and (g.env_id, g.player0, g.player1, g.seed) in jobs]
+        return RunSummary(len(jobs), len(done), played, errors, jobs)
     finally:
         conn.close()
 
@@ -359,19 +360,21 @@ def run(
 def _run_workers(
     db_path: str,
     entrants: list[Entrant],
-    todo: list[Job],
+    todo: Iterator[Job],
+    left: int,
     workers: int,
     conn: sqlite3.Connection,
     bar: tqdm,
     concurrency: int,
 ) -> None:
-    """Deal chunks of ``todo`` to ``workers`` processes, each chunk to whichever asks first, over one pipe
-    per worker. Not a shared queue: its feeder thread kept the parent from exiting while the queue's pipe
-    was full, and a worker killed while reading held the queue's lock forever. Ctrl-C or a dead worker
-    stops every worker at once; each finished game is already committed, so the same command resumes."""
+    """Deal chunks of ``todo`` (``left`` games, read as they are dealt) to ``workers`` processes, each chunk
+    to whichever asks first, over one pipe per worker. Not a shared queue: its feeder thread kept the parent
+    from exiting while the queue's pipe was full, and a worker killed while reading held the queue's lock
+    forever. Ctrl-C or a dead worker stops every worker at once; each finished game is already committed,
+    so the same command resumes."""
     context = multiprocessing.get_context("spawn")  # not fork: workers may load torch/CUDA
-    size = max(1, min(MAX_CHUNK, len(todo) // (workers * 16)))
-    chunks = deque(todo[start : start + size] for start in range(0, len(todo), size))
+    size = max(1, min(MAX_CHUNK, left // (workers * 16)))
+    chunks = iter(lambda: list(itertools.islice(todo, size)), [])
     processes: list[BaseProcess] = []
     asking: dict[Connection, BaseProcess] = {}  # the workers not yet told to stop, by their pipe
     dead: BaseProcess | None = None
@@ -382,14 +385,15 @@ def _run_workers(
             process = context.Process(target=_worker, args=args, daemon=True)
             processes.append(process)
             asking[mine] = process
-            process.start()
+            with sigint_held():  # the worker ignores Ctrl-C from its first instruction
+                process.start()
             theirs.close()  # held by the worker alone, so its death reads as end of file here
         shown = store.count_games(conn)
         while asking and dead is None:
             for channel in wait(list(asking), timeout=POLL_S):
                 try:
                     channel.recv()
-                    chunk = chunks.popleft() if chunks else None
+                    chunk = next(chunks, None)
                     channel.send(chunk)
                 except (EOFError, OSError):  # it died: its exit status tells how
                     dead = asking[channel]

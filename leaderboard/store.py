@@ -324,6 +324,14 @@ def stored_specs(conn: sqlite3.Connection, labels: Sequence[str]) -> dict[str, s
     return specs
 
 
+def error_keys(conn: sqlite3.Connection, env_ids: Iterable[str]) -> list[tuple[str, str, str, int]]:
+    """The keys of the games of ``env_ids`` stored as errors."""
+    ids = list(env_ids)
+    marks = ", ".join("?" * len(ids))
+    query = f"SELECT env_id, player0, player1, seed FROM games WHERE error IS NOT NULL AND env_id IN ({marks})"
+    return [tuple(r) for r in conn.execute(query, ids)]
+
+
 def delete_errors(conn: sqlite3.Connection, keys: Iterable[tuple[str, str, str, int]]) -> int:
     """Forget the error games among ``keys`` so that they are played again."""
     conn.execute("BEGIN IMMEDIATE")

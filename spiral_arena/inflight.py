@@ -17,9 +17,9 @@ engine call). A game still plays what it would alone, so the results are those o
   samples a whole batch from one stream (the trainer's learner) is reproducible run to run, not row by row;
 - every decision has its own outcome: an agent's exception goes to the game it was acting in, and to no
   other game of the wave;
-- an API agent keeps no state between requests, so its replies depend on its server alone (a server
-  whose answers depend on the order of requests, such as a served random agent, is not reproducible by
-  sequential runs either).
+- an API agent keeps no state between requests but its game's seed: each request of a seeded game carries
+  OpenAI's ``seed`` from that seed and the turn (``APIAgent.reset``), so a seeded server (``spiral-arena
+  serve`` with a scripted agent) answers it the same at any concurrency; other servers answer as they do.
 
 What an API seat's moves cost is charged to the game they were made in: each decision is one request
 (``APIAgent.answer``), whose reply carries its own token counts and latency, added to that game's

@@ -10,7 +10,8 @@ covers them. Failures are retried with bounded exponential backoff and then rais
 Keys come only from arguments or environment variables and never leave this module in text.
 An environment key goes only where the user chose to send it (``check_key_host``): to loopback, over
 https to its provider's own host or a host in $SPIRAL_ARENA_TRUST_HOSTS, or to the URL of a spec that
-names its own variable (``#key_env=VAR``). Keys travel in clear text only to loopback, or with a
+names its own variable (``#key_env=VAR``: a name ending in ``_API_KEY`` or ``_TOKEN``, or one listed in
+$SPIRAL_ARENA_KEY_VARS). Keys travel in clear text only to loopback, or with a
 warning on stderr to a URL the user paired with them. Every error message is scrubbed of the key
 and of bearer tokens, and reprs show ``***``.
 ``ChatClient.complete`` also returns what the request cost (``Completion``: the provider's token
@@ -21,6 +22,7 @@ counts and the latency), and nothing else about the request.
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import ipaddress
 import json
 import logging
@@ -42,23 +44,33 @@ _BEARER = re.compile(r"(Bearer\s+)[^\s'\",;]+")  # a header value echoed back (p
 
 @dataclass(frozen=True)
 class Provider:
-    """Where a provider's OpenAI-compatible endpoint lives and which variable holds its key."""
+    """Where a provider's OpenAI-compatible endpoint lives and which variable holds its key.
+    ``seeded``: its own endpoint takes OpenAI's ``seed`` field (any other URL is taken to: vLLM and
+    ``spiral-arena serve`` do)."""
 
     name: str
     base_url: str
     key_env: str
     base_url_env: str | None = None  # a variable that overrides base_url (OpenAI's SDK convention)
+    seeded: bool = True
 
 
 PROVIDERS: dict[str, Provider] = {
     p.name: p
     for p in (
         Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
-        Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
-        Provider("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY"),
+        Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY", seeded=False),
+        Provider("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", seeded=False),  # it names it random_seed
         Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
     )
 }
+
+
+def request_seed(game_seed: int, turn: int) -> int:
+    """The ``seed`` of a game's ``turn``-th request (0, 1, ...): a function of the two alone, so a game
+    gets the same replies from a seeded server (``spiral-arena serve``) whatever else is in flight."""
+    mixed = hashlib.sha256(f"{game_seed}:{turn}".encode()).digest()
+    return int.from_bytes(mixed[:4], "little") & 0x7FFFFFFF  # a non-negative int32: every server takes it
 
 
 class APIError(RuntimeError):
@@ -130,22 +142,36 @@ def resolve_endpoint(
 
 
 TRUST_HOSTS_ENV = "SPIRAL_ARENA_TRUST_HOSTS"
-KEY_ENV_OPTION = "key_env"  # the spec option naming a spec's own key variable: openai:m@URL#key_env=MY_KEY
+KEY_ENV_OPTION = "key_env"  # the spec option naming a spec's own key variable: openai:m@URL#key_env=MY_API_KEY
+KEY_VARIABLES_ENV = "SPIRAL_ARENA_KEY_VARS"  # more names #key_env may use, comma-separated
 
 
 _VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+_KEY_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*_(?:API_KEY|TOKEN)")  # what an API key's variable is called
 
 
 def key_variable_problem(variable: object) -> str | None:
     """What is wrong with the name in ``#key_env=NAME``, or None. Capitals only, as variables are
     written: a key pasted there by mistake (sk-..., AIza...) is refused without being echoed, before
-    it could reach a label or a database."""
-    if isinstance(variable, str) and _VARIABLE_NAME.fullmatch(variable):
+    it could reach a label or a database. And only a name that looks like an API key's variable
+    (``*_API_KEY``, ``*_TOKEN``) or one the user lists in $SPIRAL_ARENA_KEY_VARS: a spec shared in a
+    reference-pool file must not be able to send $AWS_SECRET_ACCESS_KEY or $PATH to its URL."""
+    if not isinstance(variable, str) or not _VARIABLE_NAME.fullmatch(variable):
+        return (
+            f"#{KEY_ENV_OPTION} must name an environment variable: capitals, digits and _, e.g. "
+            f"#{KEY_ENV_OPTION}=MY_GATEWAY_API_KEY (the value given is not shown, in case it is a key)"
+        )
+    if _KEY_VARIABLE.fullmatch(variable) or variable in _listed_key_variables():
         return None
     return (
-        f"#{KEY_ENV_OPTION} must name an environment variable: capitals, digits and _, e.g. "
-        f"#{KEY_ENV_OPTION}=MY_GATEWAY_KEY (the value given is not shown, in case it is a key)"
+        f"#{KEY_ENV_OPTION}={variable}: only a variable named like an API key's (ending in _API_KEY or _TOKEN) "
+        f"or listed in ${KEY_VARIABLES_ENV} may be sent; if ${variable} holds this endpoint's key, run with "
+        f"{KEY_VARIABLES_ENV}={variable}"
     )
+
+
+def _listed_key_variables() -> set[str]:
+    return {name.strip() for name in os.environ.get(KEY_VARIABLES_ENV, "").split(",") if name.strip()}
 
 
 def key_from_variable(variable: str, who: str) -> str:
@@ -291,14 +317,19 @@ class Completion:
 
 
 def _completion_text(data: Any) -> str:
-    """The assistant text of a chat completion; raises KeyError/TypeError/IndexError if malformed.
+    """The assistant text of a chat completion; raises KeyError/TypeError/IndexError if malformed, and
+    ValueError for ``content: null``.
 
-    A missing content (a refusal, an empty generation) is returned as "", which the env treats
-    like any other unparseable answer.
+    ``content: null`` is the endpoint's failure, not an answer (retried, then an ``APIError``), so no
+    eval or game scores it as a reply without an answer; only a generation cut by its token limit
+    (``finish_reason: "length"``) may come back without content: then it is "".
     """
-    content = data["choices"][0]["message"].get("content")
+    choice = data["choices"][0]
+    content = choice["message"].get("content")
     if content is None:
-        return ""
+        if choice.get("finish_reason") == "length":
+            return ""
+        raise ValueError("the reply has no content (content: null)")
     if isinstance(content, list):  # content parts
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     if not isinstance(content, str):
@@ -459,6 +490,8 @@ class ChatClient:
             return _Failure(f"error in reply: {self._brief(_error_text(data))}", status, True)
         try:
             text = _completion_text(data)
+        except ValueError as error:
+            return _Failure(str(error), status, True)
         except (KeyError, IndexError, TypeError, AttributeError):
             return _Failure(f"malformed reply (not a chat completion): {self._brief(response.text)}", status, True)
         usage = data.get("usage")

@@ -3,7 +3,10 @@
 ``GET /v1/models`` lists one model; ``POST /v1/chat/completions`` answers with the agent's move,
 as one JSON completion or, with ``"stream": true``, as server-sent ``chat.completion.chunk`` events
 ending with ``data: [DONE]``. The last user message is the observation. Sampling fields of the
-request are ignored: the served agent plays with its own settings.
+request are ignored: the served agent plays with its own settings, except OpenAI's ``seed``: a request
+with one is answered by a copy of the agent reset with it (``inflight.own_copy``), so its move depends
+on the request alone, not on the requests before it. ``APIAgent`` sends one per decision of a seeded
+game (``llm.request_seed``), so a leaderboard through ``serve`` plays the same games at any concurrency.
 
 Where the info comes from. The env's ``info`` may come as an extra request field ``spiral_info``
 (``APIAgent(send_info=True)``); when it does, it is used as sent. Other clients (the OpenAI SDK,
@@ -21,7 +24,14 @@ shows, and Twenty Questions' ``recap=true`` too. An observation without it (``fi
 ``last``) is answered with a 422 that names the game and what is missing, never with a guess. Where
 no game recognises the text, the legal actions are still read from a ``Legal actions: [a], [b].``
 line, so ``random`` answers any such prompt. No game needs more than the last user message: no
-earlier message of a chat holds what the last one lacks.
+earlier message of a chat holds what the last one lacks. Messages are read the way the env wrote
+them: players' text never holds the blank line that starts a message (``observations.sanitize``), so
+no opponent's chat can pass for a game line and void the served agent's turns.
+
+What is never answered (422, one sentence): a finished game (the observation ends with the env's
+``Game over.`` message, or ``spiral_info`` holds an ``outcome``), and a scripted agent's move that the
+request's own legal actions do not list (a position and a ``Legal actions`` line that disagree). A
+served API agent's text is the model's, judged by the env as any other reply.
 
 Web pages must not be able to use the server (and spend a served API agent's key): a POST must say
 ``Content-Type: application/json`` (a browser cannot send that cross-site without asking first), an
@@ -59,8 +69,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent, split_options
+from spiral_arena.core.env import SEED_LIMIT
 from spiral_arena.core.game import TextGame
-from spiral_arena.core.readback import PositionUnreadable, latest_turn
+from spiral_arena.core.readback import PositionUnreadable, game_over, latest_turn
+from spiral_arena.inflight import own_copy
 from spiral_arena.llm import is_loopback
 from spiral_arena.registry import REGISTRY
 
@@ -136,8 +148,8 @@ def info_from_text(observation: str) -> tuple[dict[str, Any], str | None]:
         info = read_info(observation)
     except PositionUnreadable as error:
         return recover_info(observation), str(error)
-    except (ValueError, LookupError, TypeError) as error:  # text no game wrote (a 5,000-digit "number")
-        return recover_info(observation), f"the position could not be read ({type(error).__name__}: {error})"
+    except (ValueError, LookupError, TypeError):  # text no game wrote (a 5,000-digit "number")
+        return recover_info(observation), "the position could not be read: the message holds text no game writes"
     if info:
         return info, None
     return recover_info(observation), "no registered game's turn was recognised in the last user message"
@@ -160,6 +172,8 @@ class ChatRequest:
     info: dict[str, Any]
     stream: bool
     unread: str | None = None  # why the position could not be read from the observation, if it could not
+    seed: int | None = None  # OpenAI's seed field: the agent answers from a copy reset with it
+    sent_info: bool = False  # the info came as 'spiral_info', not read from the text
 
 
 def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
@@ -186,12 +200,19 @@ def parse_chat_request(body: Any, default_model: str) -> ChatRequest:
         raise RequestError(400, "'stream' must be true or false", "stream")
     if body.get("n", 1) != 1:
         raise RequestError(400, "only n=1 is supported: the agent gives one answer per request", "n")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
+        raise RequestError(400, "'seed' must be a whole number from 0 to 2**64 - 1", "seed")
     info, unread = body.get("spiral_info"), None
     if info is None:
+        if game_over(observation):
+            raise RequestError(422, "The game in the last user message is over, so there is no move to make.")
         info, unread = info_from_text(observation)
     elif not isinstance(info, dict):
         raise RequestError(400, "'spiral_info' must be a JSON object (the env's info dict)", "spiral_info")
-    return ChatRequest(model, observation, info, stream, unread)
+    elif "outcome" in info:
+        raise RequestError(422, "The game is over ('spiral_info' holds its outcome), so there is no move to make.")
+    return ChatRequest(model, observation, info, stream, unread, seed, sent_info="spiral_info" in body)
 
 
 def _completion(completion_id: str, created: int, model: str, text: str) -> dict[str, Any]:
@@ -264,7 +285,8 @@ def create_app(
     served_model = model_id or _label(agent).split("@", 1)[0]  # never the upstream URL
     # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
     # API agents are thread-safe and slow, so their requests overlap.
-    guard = nullcontext() if isinstance(player, APIAgent) else threading.Lock()
+    scripted = not isinstance(player, APIAgent)
+    guard = threading.Lock() if scripted else nullcontext()
     app = FastAPI(title="spiral-arena", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.exception_handler(RequestError)
@@ -296,20 +318,34 @@ def create_app(
     def answer(request: ChatRequest) -> str:
         try:
             with guard:
-                text = player.act(request.observation, request.info)
+                agent = player if request.seed is None else own_copy(player, request.seed)
+                text = agent.act(request.observation, request.info)
         except APIError as error:  # its text may hold the upstream's own words and address: not for clients
             status = f" (HTTP {error.status})" if error.status else ""
             raise RequestError(502, f"the served agent's upstream failed{status}", kind="upstream_error") from None
-        except (ValueError, KeyError, IndexError, TypeError) as error:
-            why = f"{request.unread}, so " if request.unread else ""
-            raise RequestError(
-                422,
-                f"{why}the agent could not answer ({type(error).__name__}: {error}); send the env's info as "
-                "'spiral_info', or end the user message with a 'Legal actions: [a], [b].' line",
-                "spiral_info",
-            ) from None
+        except (ValueError, KeyError, IndexError, TypeError):  # the agent's own words name Python internals
+            if request.sent_info:
+                message = (
+                    "'spiral_info' does not hold the game, legal actions and view of a turn, so the served agent "
+                    "cannot answer it; send the env's info for the turn as the env gave it."
+                )
+            else:
+                why = request.unread or "the position read from the last user message is not one it can play"
+                message = (
+                    f"{why}, so the served agent cannot answer it; send the env's info as 'spiral_info', "
+                    "or end the user message with a 'Legal actions: [a], [b].' line."
+                )
+            raise RequestError(422, message, "spiral_info") from None
         if not isinstance(text, str):
             raise RequestError(500, f"the agent returned {type(text).__name__}, not text", kind="server_error")
+        legal = request.info.get("legal_actions")
+        if scripted and isinstance(legal, list) and legal and text.strip() not in legal:
+            raise RequestError(
+                422,
+                f"The position and the legal actions of this request disagree: the served agent would play "
+                f"{text.strip()[:40]}, which is not among {', '.join(map(str, legal))[:200]}.",
+                "messages",
+            )
         return text
 
     @app.post("/v1/chat/completions")

@@ -222,6 +222,45 @@ def test_malformed_replies_are_retried_then_raise():
     assert len(server.seen) == 3 and caught.value.attempts == 3
 
 
+def test_each_decision_of_a_seeded_game_sends_its_own_seed(monkeypatch):
+    """Issue 27: the client sends OpenAI's ``seed``, from the game's seed and the turn only, so a seeded
+    server answers a game the same at any concurrency; not to a preset whose API names it otherwise."""
+    from spiral_arena.inflight import own_copy
+    from spiral_arena.llm import request_seed
+
+    monkeypatch.setenv("MISTRAL_API_KEY", "sk-test-mistral")
+    with FaultServer(ok("fine")) as server:
+        agent = make_agent(f"openai:m@{server.url}")
+        agent.act("unseeded", {})
+        game, other = own_copy(agent, 41), own_copy(agent, 42)
+        for _ in range(3):
+            game.act("x", {})
+            other.act("x", {})
+        again = own_copy(agent, 41)
+        again.act("x", {})
+        fixed = own_copy(make_agent(f"openai:m@{server.url}", extra_body={"seed": 5}), 41)
+        fixed.act("x", {})
+        seeds = [seen.body.get("seed") for seen in server.seen]
+    assert seeds[0] is None  # an agent no game was started with sends none
+    assert seeds[1:7:2] == [request_seed(41, turn) for turn in range(3)]
+    assert seeds[2:7:2] == [request_seed(42, turn) for turn in range(3)]
+    assert seeds[7] == seeds[1] and seeds[8] == 5 and len(set(seeds[1:7])) == 6
+    preset = own_copy(make_agent("mistral:m"), 41)  # Mistral's own API calls it random_seed: nothing sent
+    assert preset.seeded is False and make_agent("mistral:m@https://models.invalid/v1", api_key="sk-x").seeded
+
+
+def test_content_null_is_an_endpoint_error_not_an_empty_answer():
+    """Issue 27: ``content: null`` was read as "", so an eval scored it no-answer and exited 0."""
+    null = json.dumps({"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "stop"}]})
+    with FaultServer(raw(200, null.encode())) as server:
+        with pytest.raises(APIError, match=r"the reply has no content \(content: null\).*gave up after 3") as caught:
+            fast_client(server.url, max_retries=2).chat(MESSAGES)
+    assert len(server.seen) == 3 and caught.value.attempts == 3
+    cut = json.dumps({"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "length"}]})
+    with FaultServer(raw(200, cut.encode())) as server:  # a generation cut by its token limit: empty, not an error
+        assert fast_client(server.url).chat(MESSAGES) == ""
+
+
 def test_a_stalled_server_times_out_and_is_retried_within_bounds():
     with FaultServer(stall(3.0)) as server:
         start = time.monotonic()
@@ -464,7 +503,7 @@ def test_make_agent_builds_expert_lazily():
 def env_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """OPENAI_API_KEY set, and neither a base URL nor trusted hosts in the environment."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret")
-    for name in ("SPIRAL_ARENA_TRUST_HOSTS", "OPENAI_BASE_URL", "MY_GATEWAY_KEY"):
+    for name in ("SPIRAL_ARENA_TRUST_HOSTS", "OPENAI_BASE_URL", "MY_GATEWAY_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     return "sk-env-secret"
 
@@ -526,29 +565,32 @@ def test_a_spec_with_its_own_key_variable_sends_that_key_to_its_url(env_key, mon
     """``#key_env=VAR``: the key in $VAR goes to the spec's URL (the user paired them), the provider's
     own variable does not; the name may be shown and stored, the key never."""
     gateway_key = "sk-gateway-SECRET456"
-    monkeypatch.setenv("MY_GATEWAY_KEY", gateway_key)
+    monkeypatch.setenv("MY_GATEWAY_API_KEY", gateway_key)
     with FaultServer(ok("fine")) as server:
-        agent = make_agent(f"openai:m@{server.url}#key_env=MY_GATEWAY_KEY")
+        agent = make_agent(f"openai:m@{server.url}#key_env=MY_GATEWAY_API_KEY")
         assert agent.act("hi", {}) == "fine"
     assert server.seen[0].headers["Authorization"] == f"Bearer {gateway_key}"
-    remote = make_agent("openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_KEY")  # any host, no warning
+    remote = make_agent("openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_API_KEY")  # any host, no warning
     assert capsys.readouterr().err == ""
-    plain = make_agent("openai:m@http://models.invalid:8000/v1#key_env=MY_GATEWAY_KEY")
+    plain = make_agent("openai:m@http://models.invalid:8000/v1#key_env=MY_GATEWAY_API_KEY")
     assert capsys.readouterr().err == (
-        "spiral-arena: warning: $MY_GATEWAY_KEY is sent to models.invalid over plain http: the key travels in "
+        "spiral-arena: warning: $MY_GATEWAY_API_KEY is sent to models.invalid over plain http: the key travels in "
         "clear text (use https to protect it)\n"
     )
     texts = [repr(a) for a in (agent, remote, plain)] + [repr(a.client) for a in (agent, remote, plain)]
     texts += [a.spec for a in (agent, remote, plain)]
     assert not [text for text in texts if gateway_key in text or env_key in text]
 
-    monkeypatch.setenv("MY_GATEWAY_KEY", "  ")
-    assert "names $MY_GATEWAY_KEY, which is blank" in refusal(
-        "openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_KEY"
+    monkeypatch.setenv("MY_GATEWAY_API_KEY", "  ")
+    assert "names $MY_GATEWAY_API_KEY, which is blank" in refusal(
+        "openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_API_KEY"
     )
-    monkeypatch.delenv("MY_GATEWAY_KEY")
-    unset = refusal("openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_KEY")  # no fall back to OPENAI_API_KEY
-    assert "openai:m: #key_env=MY_GATEWAY_KEY names $MY_GATEWAY_KEY, which is not set; set MY_GATEWAY_KEY" in unset
+    monkeypatch.delenv("MY_GATEWAY_API_KEY")
+    unset = refusal("openai:m@https://models.invalid/v1#key_env=MY_GATEWAY_API_KEY")  # no fall back to OPENAI_API_KEY
+    assert (
+        "openai:m: #key_env=MY_GATEWAY_API_KEY names $MY_GATEWAY_API_KEY, which is not set; set MY_GATEWAY_API_KEY"
+        in unset
+    )
 
 
 @pytest.mark.parametrize("value", ["sk-live-abc123", "AIzaSyMixedCase", "my_key", "1KEY", ""])
@@ -563,6 +605,41 @@ def test_a_key_variable_that_is_no_variable_name_is_refused_without_an_echo(valu
         assert not value or value not in message
 
 
+@pytest.mark.parametrize("variable", ["AWS_SECRET_ACCESS_KEY", "PATH", "HOME", "MY_GATEWAY_KEY"])
+def test_key_env_names_only_variables_named_like_api_keys_or_listed(variable, env_key, endpoint, tmp_path, monkeypatch):
+    """Issue 27: ``#key_env=PATH`` (any variable) sent its value to the spec's URL, so a shared reference-pool
+    file could name $AWS_SECRET_ACCESS_KEY. Refused before any request, without the value in the message."""
+    from spiral_arena.cli import main as cli_main
+
+    value = "aws-SECRET-value-123"
+    monkeypatch.setenv(variable, value)
+    monkeypatch.delenv("SPIRAL_ARENA_KEY_VARS", raising=False)
+    server = endpoint()
+    spec = f"openai:m@{server.url}#key_env={variable}"
+    for check in (make_agent, parse_entrant):
+        with pytest.raises(ValueError) as refused:
+            check(spec)
+        message = str(refused.value)
+        assert f"#key_env={variable}: only a variable named like an API key's (ending in _API_KEY or _TOKEN)" in message
+        assert f"run with SPIRAL_ARENA_KEY_VARS={variable}" in message and value not in message
+    pool = tmp_path / "pool.toml"
+    pool.write_text(f'agents = ["{spec}", "random"]\ngames = ["KuhnPoker-v0"]\ngames_per_pair = 2\nseed = 0\n')
+    assert cli_main(["leaderboard", "run", "--reference-pool", str(pool), "--db", str(tmp_path / "lb.sqlite")]) == 2
+    assert server.requests == {}
+    monkeypatch.setenv("SPIRAL_ARENA_KEY_VARS", f"OTHER, {variable}")  # the user says this one holds a key
+    assert make_agent(spec).act("Your turn. Legal actions: [a], [b].", {}) in ("\\boxed{[a]}", "\\boxed{[b]}")
+    assert server.requests["m"] == 1
+
+
+@pytest.mark.parametrize("variable", ["GATEWAY_API_KEY", "HF_TOKEN", "X_API_KEY"])
+def test_key_env_takes_api_key_and_token_names(variable, monkeypatch):
+    monkeypatch.setenv(variable, "sk-some-key")
+    assert (
+        make_agent(f"openai:m@https://models.invalid/v1#key_env={variable}").spec
+        == "openai:m@https://models.invalid/v1"
+    )
+
+
 def test_a_key_variable_is_checked_before_any_game_and_only_its_name_is_stored(
     env_key, endpoint, tmp_path, monkeypatch, capsys
 ):
@@ -571,19 +648,19 @@ def test_a_key_variable_is_checked_before_any_game_and_only_its_name_is_stored(
 
     server = endpoint()
     db = tmp_path / "lb.sqlite"
-    entry = f"openai:m@{server.url}#key_env=MY_GATEWAY_KEY"
+    entry = f"openai:m@{server.url}#key_env=MY_GATEWAY_API_KEY"
     args = ["leaderboard", "run", "--agents", f"{entry},random", "--games", "KuhnPoker-v0", "--games-per-pair", "2"]
     assert cli_main([*args, "--db", str(db), "--no-progress"]) == 2  # the variable is unset: refused at once
     assert capsys.readouterr().err == (
-        f"spiral-arena: error: '{entry}': #key_env=MY_GATEWAY_KEY names $MY_GATEWAY_KEY, which is not set; "
-        "set MY_GATEWAY_KEY to the API key for this endpoint\n"
+        f"spiral-arena: error: '{entry}': #key_env=MY_GATEWAY_API_KEY names $MY_GATEWAY_API_KEY, which is not set; "
+        "set MY_GATEWAY_API_KEY to the API key for this endpoint\n"
     )
     assert not db.exists() and server.requests == {}
-    monkeypatch.setenv("MY_GATEWAY_KEY", "sk-gateway-SECRET456")
+    monkeypatch.setenv("MY_GATEWAY_API_KEY", "sk-gateway-SECRET456")
     assert cli_main([*args, "--db", str(db), "--no-progress"]) == 0
     assert server.requests["m"] > 0
     conn = store.connect(db)
-    assert f"openai:m@{server.url}#key_env=MY_GATEWAY_KEY" in store.load_agents(conn)
+    assert f"openai:m@{server.url}#key_env=MY_GATEWAY_API_KEY" in store.load_agents(conn)
     conn.close()
     stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert b"SECRET456" not in stored and b"sk-env-secret" not in stored
@@ -592,11 +669,11 @@ def test_a_key_variable_is_checked_before_any_game_and_only_its_name_is_stored(
 def test_key_env_is_an_option_of_api_agents_only():
     from spiral_arena.agents import options_problem, split_options
 
-    spec, options = split_options("random#key_env=MY_KEY")
+    spec, options = split_options("random#key_env=MY_API_KEY")
     assert "unexpected keyword argument 'key_env'" in options_problem(spec, options)
-    spec, options = split_options("hf:some/model#key_env=MY_KEY")
+    spec, options = split_options("hf:some/model#key_env=MY_API_KEY")
     assert "unknown option(s) key_env" in options_problem(spec, options)
-    spec, options = split_options("openai:m#keyenv=MY_KEY")
+    spec, options = split_options("openai:m#keyenv=MY_API_KEY")
     assert "unknown option(s) keyenv; valid: " in options_problem(spec, options) and "key_env" in options_problem(
         spec, options
     )

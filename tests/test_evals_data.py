@@ -102,6 +102,16 @@ def test_offline_without_a_local_file_names_both_ways(tmp_path):
         load_benchmark("aime25")
 
 
+def test_a_directory_named_like_the_data_file_is_named_as_such(tmp_path):
+    """Issue 27: a directory math500.jsonl got "put math500.jsonl ... in --data-dir"."""
+    (tmp_path / "math500.jsonl").mkdir()
+    with pytest.raises(DataError) as error:
+        load_benchmark("math500", tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path / 'math500.jsonl'} is a directory, not a data file; put the math500 rows in a file of that name"
+    )
+
+
 def test_gpqa_is_never_fetched_and_comes_from_a_path_you_give(tmp_path):
     with pytest.raises(DataError, match=r"gated and never downloaded.*--gpqa-path FILE.*gpqa_diamond\.csv"):
         load_benchmark("gpqa_diamond", tmp_path)

@@ -155,3 +155,54 @@ def test_compare_cli_prints_a_table_and_writes_a_png_and_json(runs, tmp_path, ca
     assert "math500" in printed and "p" in printed and "overall" in printed
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert json.loads(out.read_text())["benchmarks"]["math500"]["delta"] > 0.1
+
+
+# ---- a run directory is checked against its manifest (issue 27) -----------------------------------------
+
+
+def cut_samples(run: Path, keep: float) -> int:
+    """Keep the first ``keep`` share of a run's sample lines (0: an empty file); returns the lines kept."""
+    lines = (run / "samples.jsonl").read_text().splitlines(keepends=True)
+    kept = lines[: int(len(lines) * keep)]
+    (run / "samples.jsonl").write_text("".join(kept))
+    return len(kept)
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.5], ids=["emptied", "half"])
+def test_compare_refuses_a_run_with_missing_samples_naming_the_file_and_the_count(runs, capsys, keep):
+    """Before the fix the missing samples counted as wrong: -100 / -50 points with p = 0.001, exit 0."""
+    a, b, _ = runs
+    kept = cut_samples(b, keep)
+    assert main(["eval", "compare", str(a), str(b)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"spiral-arena: error: {b / 'samples.jsonl'} holds {kept} samples where manifest.json "
+                            f"lists 760 ({760 - kept} missing: ") and "\n" not in error, error  # fmt: skip
+    assert error.endswith("; pass --common-items to compare only the items both runs have complete")
+    if keep:  # the items both runs have complete, on request: the first half of them, nothing counted as wrong
+        common = compare_runs(a, b, seed=0, common_items=True)
+        assert common["common_items"] and common["benchmarks"]["math500"]["items"] == 190
+        assert set(common["benchmarks"]) == {"math500"}  # aime24 and mmlu_pro lost every sample
+        assert common["benchmarks"]["math500"]["delta"] > 0.1  # the real gain, no -50 points
+
+
+def test_extra_or_repeated_samples_are_refused_even_for_the_common_items(runs):
+    a, b, _ = runs
+    lines = (b / "samples.jsonl").read_text().splitlines(keepends=True)
+    (b / "samples.jsonl").write_text("".join(lines + lines[:3]))
+    for common in (False, True):
+        with pytest.raises(DataError, match=r"holds 763 samples where manifest.json lists 760 \(3 extra or repeated\)"):
+            compare_runs(a, b, common_items=common)
+
+
+def test_a_truncated_file_is_one_line_naming_it(runs, capsys):
+    a, b, _ = runs
+    text = (b / "samples.jsonl").read_text()
+    (b / "samples.jsonl").write_text(text[: len(text) // 2])  # cut inside a line
+    assert main(["eval", "compare", str(a), str(b)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"spiral-arena: error: {b / 'samples.jsonl'}: line ") and "is not valid JSON" in error
+    manifest = (a / "manifest.json").read_text()
+    (a / "manifest.json").write_text(manifest[:100])
+    assert main(["eval", "compare", str(a), str(b)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == f"spiral-arena: error: {a / 'manifest.json'} is not valid JSON (line 1): truncated or edited?"

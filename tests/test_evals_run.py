@@ -288,6 +288,61 @@ def test_an_openai_compatible_endpoint_end_to_end(served, tmp_path, monkeypatch,
     assert secret not in everything
 
 
+def test_failed_requests_keep_the_finished_samples_and_resume_asks_only_for_the_rest(tmp_path, monkeypatch, capsys):
+    """Issue 27: one request that failed after its retries discarded every finished sample of the run."""
+    from conftest import JSONEndpoint
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    state = {"down": True, "requests": 0}
+
+    def reply(body: dict, headers: object) -> tuple[int, dict]:
+        state["requests"] += 1
+        if state["down"] and state["requests"] == 6:  # the last request, a client error: not retried
+            return 400, {"error": {"message": "this request cannot be served"}}
+        return 200, {"choices": [{"message": {"role": "assistant", "content": "\\boxed{A}"}, "finish_reason": "stop"}]}
+
+    server = JSONEndpoint(reply)
+    out = tmp_path / "run"
+    argv = ["eval", "--model", f"openai:m@{server.url}", "--benchmarks", "mmlu_pro", "--data-dir", str(DATA),
+            "--preset", "chat", "--samples", "2", "--limit", "3", "--concurrency", "1", "--output-dir", str(out),
+            "--no-progress"]  # fmt: skip
+    try:
+        assert main(argv) == 1
+        error = capsys.readouterr().err.strip()
+        assert error == (
+            f"spiral-arena eval: 1 of 6 samples have no response (m at {server.url}: HTTP 400: this request cannot "
+            f"be served); the 5 finished samples are kept in {out}: run the same command with --resume to ask for "
+            "the rest"
+        )
+        kept = read_samples(out)
+        assert len(kept) == 5 and not (out / RESULTS_FILE).exists()
+        assert json.loads((out / MANIFEST_FILE).read_text())["incomplete"]["missing_samples"] == 1
+        assert main(["eval", "compare", str(out), str(out)]) == 2
+        assert f"{out / SAMPLES_FILE} holds 5 samples where manifest.json lists 6 (1 missing: mmlu_pro 1)" in (
+            capsys.readouterr().err
+        )
+        assert main(["eval", "regrade", str(out), "--no-progress"]) == 2
+        assert "before regrading" in capsys.readouterr().err and not (out / RESULTS_FILE).exists()
+
+        state["down"], sent = False, state["requests"]
+        assert main([*argv, "--resume"]) == 0
+        assert state["requests"] - sent == 1  # only the missing sample was asked for
+        samples = read_samples(out)
+        assert len(samples) == 6 and samples[:5] == kept
+        assert "incomplete" not in json.loads((out / MANIFEST_FILE).read_text())
+        assert main(["eval", "compare", str(out), str(out)]) == 0
+        capsys.readouterr()
+
+        results = (out / RESULTS_FILE).read_bytes()  # a run cut by hand is not regraded as a complete one
+        (out / SAMPLES_FILE).write_text("".join(json.dumps(s) + "\n" for s in samples[:3]))
+        assert main(["eval", "regrade", str(out), "--no-progress"]) == 2
+        assert "holds 3 samples where manifest.json lists 6" in capsys.readouterr().err
+        assert (out / RESULTS_FILE).read_bytes() == results
+    finally:
+        server.stop()
+
+
 # ---- the training hook -----------------------------------------------------------------------------------
 
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+import time
+import tracemalloc
 
 import pytest
 
 from leaderboard import store
 from leaderboard.entrants import default_entrants, find_checkpoints, kuhn_policy_of, parse_entrant, parse_entrants
-from leaderboard.schedule import DEFAULT_GAMES, Job, round_robin
+from leaderboard.schedule import DEFAULT_GAMES, MAX_GAMES, MAX_GAMES_PER_PAIR, Job, round_robin, schedule
 from spiral_arena.agents import BaseAgent, make_agent
 from spiral_arena.agents.expert import nash_policy
 from spiral_arena.analysis import KUHN_INFO_STATES, kuhn_exploitability
+from spiral_arena.cli import main as cli_main
 
 # -- entrants -----------------------------------------------------------------------------
 
@@ -139,6 +142,57 @@ def test_bad_schedules_are_refused(kwargs, message):
     args = {"labels": ["a", "b"], "env_ids": list(DEFAULT_GAMES), "games_per_pair": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         round_robin(**args)
+
+
+def test_a_schedule_is_lazy_and_counts_and_finds_its_games_without_building_them():
+    """Issue 27: a schedule was a list of every game, so memory grew with the count asked for (2 GB in 18 s
+    for 10**12 games per pair, before any game). Now it is built game by game; its length and membership
+    are arithmetic, the same as the list's."""
+    labels = [f"a{i}" for i in range(10)]
+    small = schedule(labels[:3], ["KuhnPoker-v0", "TwentyQuestions-v0"], 4, seed=7, reference=["a0"])
+    listed = list(small)
+    assert len(small) == len(listed) == 2 * 4 + 3 * 4  # 2 pairs with a0 x 4 games; 3 agents alone x 4
+    assert all(job.key in small for job in listed) and len({job.key for job in listed}) == len(listed)
+    outside = [("KuhnPoker-v0", "a1", "a2", 7), ("KuhnPoker-v0", "a0", "a1", 9), ("TwentyQuestions-v0", "a1", "a2", 7)]
+    assert not any(key in small for key in outside)
+    tracemalloc.start()
+    try:
+        big = schedule(labels, ["TicTacToe-v0"], 12_000, seed=0)  # 45 pairs x 12,000: 540,000 games
+        assert len(big) == 540_000 and ("TicTacToe-v0", "a9", "a3", 5_999) in big
+        first = [job for job, _ in zip(big, range(4), strict=False)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert first == [Job("TicTacToe-v0", p0, p1, s) for s in (0, 1) for p0, p1 in (("a0", "a1"), ("a1", "a0"))]
+    assert peak < 1 << 20, f"{peak} bytes for a schedule of 540,000 games"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--games-per-pair", "1000000000000"],
+            f"1,000,000,000,000 games per pair; a run plays at most {MAX_GAMES_PER_PAIR:,}",
+        ),
+        (
+            ["--games-per-pair", "1000000", "--games", "TicTacToe-v0,KuhnPoker-v0,PigDice-v0,LiarsDice-v0"],
+            f"12,000,000 games scheduled (3 agents, 4 game id(s), 1,000,000 games per pair); a run plays at most "
+            f"{MAX_GAMES:,}",
+        ),
+        (["--seed", str(2**63 - 2)], "seeds run from"),
+    ],
+    ids=["games-per-pair", "total", "seeds"],
+)
+def test_limits_are_one_line_before_anything_is_built(tmp_path, capsys, flags, message):
+    db = tmp_path / "lb.sqlite"
+    clock = time.perf_counter()
+    args = ["leaderboard", "run", "--agents", "random,expert,r2=random", *flags, "--db", str(db), "--no-progress"]
+    code = cli_main(args)
+    elapsed = time.perf_counter() - clock
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("spiral-arena: error: ") and message in err, err
+    assert elapsed < 5 and not db.exists()
 
 
 # -- store --------------------------------------------------------------------------------

@@ -168,6 +168,10 @@ BAD_FILES = {
     "unknown game": (pool_text(games='["Nope-v0"]'), "unknown env id 'Nope-v0'"),
     "odd games per pair": (pool_text(games_per_pair="3"), "games per pair must be an even number >= 2"),
     "negative seed": (pool_text(seed="-1"), "seed must be an integer >= 0, got -1"),
+    "games per pair past the limit": (  # issue 27: was accepted, and memory grew by GBs before any game
+        pool_text(games_per_pair="1000000000000"),
+        "1,000,000,000,000 games per pair; a run plays at most 1,000,000 per pair and game id",
+    ),
     "seed past the store": (
         pool_text(games_per_pair="4", seed=str(2**63 - 1)),
         f"seeds run from {2**63 - 1} to {2**63}; the last must be at most {2**63 - 1}",
@@ -222,3 +226,37 @@ def test_a_label_stored_for_another_agent_is_refused(tmp_path, capsys, monkeypat
     err = capsys.readouterr().err
     assert f"{db} stores 'expert' as expert#alpha=0.3, not expert" in err and err.count("\n") == 1, err
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_a_plain_run_refuses_a_label_stored_for_another_agent_naming_both_specs(tmp_path, capsys):
+    """Issue 27: only a pool run checked labels, so ``foo=expert#alpha=0.2`` on a database where ``foo`` is
+    ``expert`` exited 0, played nothing and showed foo's old games as the new agent's."""
+    db = tmp_path / "lb.sqlite"
+    plain = ["leaderboard", "run", "--games", "TicTacToe-v0", "--games-per-pair", "2", "--db", str(db), "--no-progress"]
+    assert cli_main([*plain, "--agents", "random,foo=expert"]) == 0
+    capsys.readouterr()
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    assert cli_main([*plain, "--agents", "random,foo=expert#alpha=0.2"]) == 2
+    err = capsys.readouterr().err
+    assert f"{db} stores 'foo' as expert, not expert#alpha=0.2: a label names one agent" in err, err
+    assert err.count("\n") == 1 and hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    assert cli_main([*plain, "--agents", "random,foo=expert,bar=expert#alpha=0.2"]) == 0  # the same agents again
+    assert "0 played" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "source", ["--agents random=expert,expert", "--agents expert,random=random#seed=3", "pool"], ids=str
+)
+def test_the_label_random_is_the_plain_random_agent_or_refused(tmp_path, capsys, monkeypatch, source):
+    """Issue 27: ``random=expert`` stored games in which the label of the 1000 anchor was played by the expert."""
+    monkeypatch.chdir(tmp_path)
+    if source == "pool":
+        write_pool(tmp_path, pool_text(agents='["random=expert#alpha=0.2", "expert"]'))
+        flags = ["--reference-pool", "pool.toml"]
+    else:
+        flags = source.split()
+        flags += ["--games", "TicTacToe-v0", "--games-per-pair", "2"]
+    assert cli_main(["leaderboard", "run", *flags, "--db", "lb.sqlite", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "the label 'random' means the plain random agent (the rating anchor, 1000)" in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "lb.sqlite").exists()

@@ -158,3 +158,23 @@ def test_a_missing_or_empty_directory_is_one_line_and_exit_2(arena, tmp_path, ca
     run = ["leaderboard", "run", "--agents", "random,expert", "--games", "KuhnPoker-v0", "--games-per-pair", "2"]
     assert main([*run, "--db", str(db), "--reasoning", str(tmp_path / "missing")]) == 2
     assert "no such directory" in capsys.readouterr().err and not db.exists()
+
+
+def test_an_incomplete_or_mismatched_run_is_refused_naming_why(arena, tmp_path):
+    """Issue 27: a reader of a run directory checks it against its manifest: a run stopped by failed
+    requests, or results.json of other items or samples, never shows as the run's score."""
+    specs = {"tiny": f"hf:{json.loads((arena['new'] / 'manifest.json').read_text())['model']['path']}"}
+    stopped = Path(shutil.copytree(arena["new"], tmp_path / "stopped"))
+    manifest = json.loads((stopped / "manifest.json").read_text())
+    (stopped / "manifest.json").write_text(json.dumps({**manifest, "incomplete": {"missing_samples": 3}}))
+    with pytest.raises(ValueError, match=r"stopped is an incomplete eval run \(3 samples missing\).*--resume"):
+        load_column(stopped, specs)
+    other = Path(shutil.copytree(arena["new"], tmp_path / "other"))
+    results = json.loads((other / "results.json").read_text())
+    results["benchmarks"]["math500"]["items"] = 1
+    (other / "results.json").write_text(json.dumps(results))
+    with pytest.raises(ValueError, match=r"results.json does not match manifest.json: math500 is scored there on"):
+        load_column(other, specs)
+    (other / "results.json").write_text(json.dumps(results)[:50])
+    with pytest.raises(ValueError, match=r"other/results.json cannot be read \(JSONDecodeError\)"):
+        load_column(other, specs)

@@ -4,6 +4,7 @@ only ever reads its database. Real processes, signals and SQLite files throughou
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -118,6 +119,42 @@ def test_ctrl_c_stops_a_single_process_run_with_the_same_hint_and_it_resumes(tmp
     before = stored(db)
     assert 50 <= len(before) < TOTAL, "the run was not stopped midway"
     resume(db, before, workers=1)
+
+
+def ignores_sigint(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGINT now (Linux's /proc/PID/status), False once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1]
+    return bool(int(mask, 16) >> (signal.SIGINT - 1) & 1)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through Linux's /proc")
+def test_ctrl_c_while_the_workers_start_prints_no_traceback(tmp_path):
+    """Issue 27: a terminal's Ctrl-C that reached a worker still starting (before its code ignored SIGINT)
+    printed a traceback from multiprocessing's spawn_main, and failed the Ctrl-C test above at random.
+    Here every worker gets a SIGINT every few milliseconds from the moment it exists until it ignores
+    SIGINT: workers now ignore it from their first instruction, so none dies and the run goes on."""
+    db = tmp_path / "lb.sqlite"
+    process = subprocess.Popen(
+        run_command(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline, seen = time.monotonic() + 60, set()
+    while len(seen) < 2 or not all(ignores_sigint(pid) for pid in seen):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the workers did not start"
+        seen.update(workers_of(process.pid))
+        for pid in seen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)  # what a terminal's Ctrl-C does to a worker
+        time.sleep(0.005)
+    os.killpg(process.pid, signal.SIGINT)  # and now to everyone: the run stops as usual
+    out, err = finish(process, within_s=20)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.count("run the same command again") == 1, err
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through Linux's /proc")

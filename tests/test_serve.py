@@ -182,6 +182,47 @@ def test_legal_actions_are_read_back_from_plain_observations(random_server):
     assert response.json()["choices"][0]["message"]["content"] in info["legal_actions"]
 
 
+def test_a_seeded_request_gets_the_same_move_whatever_came_before(random_server):
+    """Issue 27: ``serve --agent random`` drew from one server-side generator, so a move depended on every
+    request before it. A request with OpenAI's ``seed`` is answered by a copy of the agent reset with it."""
+    observation = drive_observation()
+
+    def move(**extra: object) -> str:
+        body = {"messages": [{"role": "user", "content": observation}], **extra}
+        return httpx.post(f"{random_server.url}/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+
+    first = [move(seed=seed) for seed in range(12)]
+    for _ in range(5):
+        move()  # unseeded requests move the shared generator
+    assert [move(seed=seed) for seed in reversed(range(12))] == first[::-1]
+    assert len(set(first)) > 2  # the seed does choose
+
+
+def drive_observation() -> str:
+    env = spiral_arena.make("TicTacToe-v0")
+    env.reset(seed=0)
+    return env.last()[0]
+
+
+def test_a_leaderboard_through_serve_plays_the_same_games_at_any_concurrency(random_server, tmp_path, monkeypatch):
+    """The client sends a seed per decision (from the game's seed and the turn), so 8 games in flight store
+    what one at a time stores."""
+    from conftest import stored_rows
+
+    from spiral_arena.cli import main as cli_main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    games = {}
+    for concurrency in (1, 8):
+        db = tmp_path / f"lb-{concurrency}.sqlite"
+        args = ["leaderboard", "run", "--agents", f"expert,served=openai:any@{random_server.url}", "--games"]
+        args += ["TicTacToe-v0,KuhnPoker-v0", "--games-per-pair", "8", "--concurrency", str(concurrency)]
+        assert cli_main([*args, "--db", str(db), "--no-progress"]) == 0
+        rows = stored_rows(db)
+        games[concurrency] = {(r["env_id"], r["player0"], r["seed"]): (r["transcript"], r["reward0"]) for r in rows}
+    assert len(games[1]) == 16 and games[1] == games[8]
+
+
 @pytest.mark.parametrize(
     ("body", "status", "problem"),
     [
@@ -194,6 +235,8 @@ def test_legal_actions_are_read_back_from_plain_observations(random_server):
         (b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', 400, "'stream' must be"),
         (b'{"messages": [{"role": "user", "content": "x"}], "n": 2}', 400, "only n=1"),
         (b'{"messages": [{"role": "user", "content": "x"}], "spiral_info": [1]}', 400, "'spiral_info' must be"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "seed": "7"}', 400, "'seed' must be a whole number"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "seed": -1}', 400, "'seed' must be a whole number"),
         (b'{"messages": [{"role": "user", "content": "hello"}]}', 422, "Legal actions: [a], [b]."),
     ],
 )

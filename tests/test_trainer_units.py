@@ -367,3 +367,62 @@ def test_policy_tokenises_a_prompt_once_and_gives_the_tokenizers_ids(monkeypatch
         assert fresh._known_tokens <= sum(len(ids) for ids in expected)
     assert len(fresh._known_prompts) == len(set(observations))  # one batch past the limit, then cleared
     assert fresh.prompt_ids_batch(observations[:1]) == expected[:1]
+
+
+# ---- resuming from damaged checkpoints (issue 27) ------------------------------------------------
+
+
+def write_checkpoint(directory, step: int):
+    """A checkpoint directory with every file ``checkpoint.save`` leaves (tiny stand-ins for the weights)."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from trainers import checkpoint
+
+    path = directory / f"step_{step:06d}"
+    path.mkdir(parents=True)
+    save_file({"weight": torch.arange(64, dtype=torch.float32)}, str(path / "model.safetensors"))
+    torch.save({"step": step}, path / checkpoint.STATE_FILE)
+    (path / checkpoint.SETTINGS_FILE).write_text(json.dumps({"step": step}))
+    return path
+
+
+def test_a_damaged_checkpoint_is_named_and_the_previous_complete_one_is_resumed(tmp_path, capsys):
+    """Before: a half-truncated model.safetensors was picked and failed as a raw SafetensorError traceback."""
+    from trainers import checkpoint
+
+    folder = tmp_path / "run" / "checkpoints"
+    two, four = write_checkpoint(folder, 2), write_checkpoint(folder, 4)
+    assert checkpoint.latest(folder) == four and capsys.readouterr().err == ""
+    weights = four / "model.safetensors"
+    size = weights.stat().st_size
+    weights.write_bytes(weights.read_bytes()[: size // 2])
+    assert checkpoint.problem(four) == f"{weights} is truncated ({size // 2} of {size} bytes)"
+    assert checkpoint.latest(folder) == two
+    assert capsys.readouterr().err == (
+        f"spiral-arena train: warning: {weights} is truncated ({size // 2} of {size} bytes); resuming from "
+        "step_000002, the previous complete checkpoint\n"
+    )
+    state = (four / checkpoint.STATE_FILE).read_bytes()
+    (four / checkpoint.STATE_FILE).write_bytes(state[:100])
+    assert checkpoint.problem(four) == f"{four / checkpoint.STATE_FILE} is truncated or not a torch checkpoint"
+    (four / checkpoint.STATE_FILE).write_bytes(state)
+    weights.write_bytes(b"\x05")
+    assert checkpoint.problem(four) == f"{weights} has no readable safetensors header"
+
+
+def test_resume_names_the_missing_file_when_no_checkpoint_is_complete(tmp_path, capsys):
+    """Before: a deleted trainer_state.pt said "holds no checkpoint" while step_000002/ was there."""
+    from spiral_arena.cli import main as cli_main
+    from trainers import checkpoint
+
+    run = tmp_path / "run"
+    two = write_checkpoint(run / "checkpoints", 2)
+    (two / checkpoint.STATE_FILE).unlink()
+    assert cli_main(["train", f"--output-dir={run}", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"spiral-arena train: error: resume: {two / checkpoint.STATE_FILE} is missing, and no earlier checkpoint is "
+        "complete; drop --resume to start a new run\n"
+    )

@@ -2,7 +2,9 @@
 
 A checkpoint directory is also a plain transformers model directory (``hf:PATH`` plays it).
 It is written under a temporary name and renamed into place, so a crash never leaves half
-a checkpoint behind.
+a checkpoint behind. A checkpoint damaged afterwards (a disk that filled up while copying, a file
+deleted by hand) is found before anything loads it (``problem``): ``latest`` says in one line which
+file is wrong and how, and resumes from the previous complete checkpoint when there is one.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
+import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,9 +82,65 @@ def save(
     return final
 
 
+def _safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a ``.safetensors`` file, read from its header alone (no tensor is loaded)."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length)) if 8 + length <= size else None
+    except (struct.error, ValueError):
+        return "has no readable safetensors header"
+    if header is None:
+        return f"is truncated ({size} bytes, less than its {length}-byte header)"
+    ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+    expected = 8 + length + max(ends, default=0)
+    if size < expected:
+        return f"is truncated ({size} of {expected} bytes)"
+    return None if size == expected else f"is {size - expected} bytes longer than its header says"
+
+
+def problem(path: Path) -> str | None:
+    """Why the checkpoint directory ``path`` cannot be resumed from, naming the file ("<file> is
+    missing", "<file> is truncated (N of M bytes)"), or None when it is complete."""
+    for name in (SETTINGS_FILE, STATE_FILE):
+        if not (path / name).is_file():
+            return f"{path / name} is missing"
+    if not zipfile.is_zipfile(path / STATE_FILE):  # torch.save writes a zip archive; a cut one lacks its end
+        return f"{path / STATE_FILE} is truncated or not a torch checkpoint"
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights:
+        return f"{path} holds no model weights (*.safetensors)"
+    for file in weights:
+        if (why := _safetensors_problem(file)) is not None:
+            return f"{file} {why}"
+    return None
+
+
+def scan(directory: Path) -> tuple[Path | None, list[str]]:
+    """The newest complete checkpoint under ``directory`` (None if none), and what is wrong with each
+    newer one (``problem``), newest first."""
+    steps = [p for p in directory.glob("step_*") if p.is_dir() and p.name.removeprefix("step_").isdigit()]
+    broken = []
+    for path in sorted(steps, key=lambda p: int(p.name.removeprefix("step_")), reverse=True):
+        why = problem(path)
+        if why is None:
+            return path, broken
+        broken.append(why)
+    return None, broken
+
+
 def latest(directory: Path) -> Path | None:
-    found = sorted(p for p in directory.glob("step_*") if (p / STATE_FILE).exists())
-    return found[-1] if found else None
+    """The checkpoint to resume from: the newest complete one. Each newer, damaged one is one line on
+    stderr (on the main rank) naming the file and what is wrong, and saying which checkpoint is used."""
+    found, broken = scan(directory)
+    if found is not None and os.environ.get("RANK", "0") == "0":
+        for why in broken:
+            print(
+                f"spiral-arena train: warning: {why}; resuming from {found.name}, the previous complete checkpoint",
+                file=sys.stderr,
+            )
+    return found
 
 
 def load_state(

@@ -338,9 +338,13 @@ class TrainConfig:
 
             if not self.output_dir:
                 found.append(("resume", "needs output_dir: the run directory to continue"))
-            elif checkpoint.latest(Path(self.output_dir) / "checkpoints") is None:
-                where = f"{self.output_dir} holds no checkpoint (checkpoints/step_N)"
-                found.append(("resume", f"{where}; drop --resume to start a new run"))
+            else:
+                complete, broken = checkpoint.scan(Path(self.output_dir) / "checkpoints")
+                if complete is None:
+                    where = f"{self.output_dir} holds no checkpoint (checkpoints/step_N)"
+                    if broken:  # the newest one's problem, naming its file
+                        where = f"{broken[0]}, and no earlier checkpoint is complete"
+                    found.append(("resume", f"{where}; drop --resume to start a new run"))
         if "model" not in bad and self.model != "tiny":
             from spiral_arena.agents import model_path_problem
 

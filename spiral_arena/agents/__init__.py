@@ -6,7 +6,7 @@ One spec grammar is used everywhere (CLI, leaderboard, trainer opponents):
 (``openai``, ``gemini``, ``mistral``, ``openrouter``), and ``PROVIDER:MODEL@URL`` to send a
 provider's requests to any OpenAI-compatible server. Specs never carry keys: API keys come from
 keyword arguments or environment variables only, and an API spec may name the variable its own key
-is read from (``openai:MODEL@URL#key_env=MY_KEY``), which then goes to that URL whatever its host.
+is read from (``openai:MODEL@URL#key_env=MY_API_KEY``), which then goes to that URL whatever its host.
 """
 
 from __future__ import annotations

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
-from spiral_arena.llm import PROVIDERS, ChatClient, Completion, resolve_endpoint, safe_url
+from spiral_arena.llm import PROVIDERS, ChatClient, Completion, request_seed, resolve_endpoint, safe_url
 from spiral_arena.models.prompting import chat_messages
 
 
@@ -30,6 +31,12 @@ class APIAgent(BaseAgent):
     to ``concurrency`` requests at once. ``send_info=True`` adds the env's ``info`` to each request
     as ``spiral_info``, which ``spiral-arena serve`` passes to the agent it serves (real providers
     reject unknown fields, so it is off by default).
+
+    Seeds: ``reset(seed)`` (each game's own copy is reset with the game's seed for its seat) makes every
+    request of that game carry OpenAI's ``seed`` field, ``request_seed(seed, n)`` for its n-th decision,
+    where the endpoint takes it (``Provider.seeded``, any custom URL) and ``extra_body`` sets none; so a
+    seeded server (``spiral-arena serve`` with a scripted agent) answers a game the same whatever the
+    concurrency.
 
     ``answer`` and ``answer_batch`` are ``act`` and ``act_batch`` with what each move cost: a
     ``Completion`` per decision (the provider's token counts, None where it sent no ``usage``, and
@@ -84,6 +91,9 @@ class APIAgent(BaseAgent):
         self.system_prompt = system_prompt
         self.send_info = send_info
         self.extra_body = dict(extra_body or {})
+        self.seeded = preset.seeded or url != preset.base_url
+        self.game_seed: int | None = None  # set by reset: the game this copy plays
+        self._turns = itertools.count()
         self.client = ChatClient(
             model,
             url,
@@ -98,6 +108,11 @@ class APIAgent(BaseAgent):
     def __repr__(self) -> str:
         return f"APIAgent({self.spec!r})"
 
+    def reset(self, seed: int | None = None) -> None:
+        """Start a game: with a seed, its requests carry ``request_seed(seed, n)`` (see the class docstring)."""
+        self.game_seed = seed
+        self._turns = itertools.count()
+
     def act(self, observation: str, info: dict[str, Any]) -> str:
         return self.answer(observation, info).text
 
@@ -106,6 +121,9 @@ class APIAgent(BaseAgent):
         extra = dict(self.extra_body)
         if self.send_info:
             extra["spiral_info"] = json.loads(json.dumps(info, default=_plain))
+        turn = next(self._turns)
+        if self.game_seed is not None and self.seeded and "seed" not in extra:
+            extra["seed"] = request_seed(self.game_seed, turn)
         return self.client.complete(
             chat_messages(observation, self.system_prompt),
             temperature=self.temperature,

@@ -15,13 +15,17 @@ import string
 OBS_FORMATS = ("full", "first_last", "last")
 CHARSET = string.printable
 _OUTSIDE_CHARSET = re.compile(f"[^{re.escape(CHARSET)}]")
+_BLANK_LINES = re.compile(r"\n{2,}")
 
 
 def sanitize(text: str) -> str:
-    """Replace characters outside the observation charset, so echoed player text stays in the space."""
+    """Player text as the env echoes it: characters outside the observation charset replaced, so it stays
+    in the space, and runs of line breaks joined into one. Messages are separated by a blank line and a
+    ``[sender]`` tag, so text without a blank line can never pass for a message of the game's own
+    (``spiral-arena serve`` reads positions back from the text)."""
     if text.isascii() and text.isprintable():
         return text
-    return _OUTSIDE_CHARSET.sub("?", text)
+    return _BLANK_LINES.sub("\n", _OUTSIDE_CHARSET.sub("?", text))
 
 
 def last_message(observation: str) -> str:

@@ -6,9 +6,13 @@ serve`` uses it to play for clients that send only chat messages (see ``spiral_a
 
 Every observation format ends with the acting player's turn message, ``[GAME] Your turn. <action
 line>\\n<position>``, written by the env after everything else (so a player's chat can never come
-after it); the games read the position from that message. Only two readers also need the history
-before it, which only the ``full`` format (their default) shows: Truth and Deception's conversation
-and Twenty Questions' answered questions (or its ``recap=true`` turn message).
+after it); the games read the position from that message. A finished game ends with the env's
+``Game over.`` (or ``Game stopped before its end``) message instead (``game_over``). Messages are
+split where a blank line is followed by a ``[sender]`` tag; the env writes players' text without blank
+lines (``observations.sanitize``), so no player's text can pass for a message of the game's own. Only
+two readers also need the history before it, which only the ``full`` format (their default) shows:
+Truth and Deception's conversation and Twenty Questions' answered questions (or its ``recap=true``
+turn message).
 
 It imports nothing from the games or anything above them.
 """
@@ -20,6 +24,8 @@ from typing import NamedTuple
 
 TURN_HEADER = "[GAME] Your turn. "
 MESSAGE_BREAK = "\n\n[GAME] "  # between two messages of a full transcript
+# How the env's last message of a finished game begins (``TextGameEnv._finish`` and ``truncate``).
+GAME_ENDINGS = ("Game over. ", "Game stopped before its end")
 _CELL = re.compile(r"\((\d+), (\d+)\)")
 
 
@@ -54,12 +60,15 @@ def latest_turn(observation: str) -> Turn | None:
 
 
 def transcript(observation: str) -> list[str]:
-    """The messages of an observation without their ``[GAME] `` tag, in order.
-
-    Messages are split where a blank line is followed by ``[GAME] ``; a player's chat that itself holds
-    such a break reads as two messages, which the readers that need chat account for."""
+    """The messages of an observation without their ``[GAME] `` tag, in order. Messages are split where a
+    blank line is followed by ``[GAME] ``, which players' text never holds (the env joins its blank lines)."""
     text = observation.removeprefix("[GAME] ")
     return text.split(MESSAGE_BREAK)
+
+
+def game_over(observation: str) -> bool:
+    """Whether the observation is of a finished game: its last message is the env's end-of-game message."""
+    return transcript(observation)[-1].startswith(GAME_ENDINGS)
 
 
 def cells(text: str) -> list[tuple[int, int]]:

@@ -220,7 +220,7 @@ class LiarsDice(TextGame):
     def read_position(observation: str) -> dict[str, Any] | None:
         """``player_view`` read back from the observation's latest turn message (any obs_format), or
         None when that is not a Liar's Dice turn. Only the player's own dice are shown, so only those
-        are read."""
+        are read; faces outside 1-6, or counts that do not add up, are ``PositionUnreadable``."""
         turn = latest_turn(observation)
         match = None if turn is None else _TURN.fullmatch(turn.message)
         if match is None:
@@ -233,6 +233,8 @@ class LiarsDice(TextGame):
             if len(history) != len(shown) or history[-1] != (int(bidder), int(quantity), int(face)):
                 raise PositionUnreadable("LiarsDice", "a readable list of this round's bids")
         my_dice = [int(d) for d in dice.split()]
+        if not all(1 <= d <= FACES for d in my_dice) or len(my_dice) + int(theirs) != int(in_play):
+            raise PositionUnreadable("LiarsDice", f"dice with faces 1 to {FACES} that add up to the dice in play")
         return {
             "my_dice": my_dice,
             "my_dice_count": len(my_dice),

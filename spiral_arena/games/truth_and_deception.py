@@ -214,14 +214,12 @@ _TURN = re.compile(
     r"Fact 1: (.*)\nFact 2: (.*)\n(?:Fact ([12]) is the true one \(only you know this\)\.|"
     r"One of them is true and the other is false\.)"
 )
-# The game's own messages, as opposed to the players' chat.
-_GAME_MESSAGES = ("You are Player ", "The two facts:", "Your turn. ", "The conversation is over.", "Invalid move: ")
 
 
 def _read_conversation(observation: str) -> list[tuple[str, str]] | None:
     """The chat so far as (role, text) pairs, from a full transcript; None when the observation does not
-    hold one (the start message with the facts is missing). A chat message holding a blank line and
-    ``[GAME] `` reads as two messages: the part that is not the game's own is joined back on."""
+    hold one (the start message with the facts is missing). Every message the env wrote is one piece of
+    ``transcript``: a player's text never holds the blank line that starts a message (``sanitize``)."""
     messages = transcript(observation)
     if not any(m.startswith("The two facts:") for m in messages):
         return None
@@ -230,9 +228,6 @@ def _read_conversation(observation: str) -> list[tuple[str, str]] | None:
         role, says, text = message.partition(" says: ")
         if says and role in ROLES:
             conversation.append((role, "" if text == _EMPTY_MESSAGE else text))
-        elif conversation and not message.startswith(_GAME_MESSAGES):
-            role, text = conversation[-1]
-            conversation[-1] = (role, f"{text}\n\n[GAME] {message}")
     return conversation
 
 
@@ -302,8 +297,7 @@ class TruthAndDeception(TextGame):
         None when that is not a Truth and Deception turn. Only the Deceiver's observation says which
         fact is true. After action 1 the view holds the conversation, which only a full transcript
         (``obs_format="full"``, the default) shows: other formats raise ``PositionUnreadable``, as
-        does a transcript whose messages do not add up to the action's number (a chat message that
-        imitates the game's lines)."""
+        does a transcript whose messages do not add up to the action's number (text the env did not write)."""
         turn = latest_turn(observation)
         match = None if turn is None else _TURN.fullmatch(turn.message)
         if match is None:

@@ -13,7 +13,9 @@ verdict, and every verdict uses up a turn:
   zero-width spaces). ``repeated``: the same question (compared word by word, case-insensitively) was
   already answered. Both get a fixed feedback text and never end the game.
 - ``error``: the oracle had no answer (an LLM endpoint failed or replied without a clear yes/no). The
-  turn is used up without an answer or a penalty; the reason is in the player's view (``info["view"]``).
+  turn is used up without an answer or a penalty. The player's view and info say only ``"judge error"``
+  (``JUDGE_ERROR``): the judge's text may hold the secret, and an upstream error its address; the
+  reason goes to the log (``logging``), free of both.
 
 Rewards (``reward=``):
 - ``"delta_belief"`` (default, delta-belief-rl's values): +2 for a win, -5 per invalid question, -1 per
@@ -32,6 +34,7 @@ Secrets come from the built-in nouns of the table oracle by default, or from ``w
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
 import unicodedata
@@ -46,6 +49,7 @@ from spiral_arena.core.game import TERMINAL, Message, TextGame
 from spiral_arena.core.observations import sanitize
 from spiral_arena.core.readback import PositionUnreadable, latest_turn, transcript
 from spiral_arena.games.twenty_questions_oracles import (
+    JUDGE_ERROR,
     Oracle,
     OracleError,
     TableOracle,
@@ -55,6 +59,8 @@ from spiral_arena.games.twenty_questions_oracles import (
     plural_forms,
 )
 from spiral_arena.wordlists import REMOTE_LISTS, load_word_list, read_words
+
+log = logging.getLogger(__name__)
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -120,7 +126,7 @@ class Turn:
     verdict: str  # yes, no, win, invalid, repeated or error
     penalty: float  # the turn's own reward (invalid / repeated), before end-of-game terms
     understood: bool = True  # False: the table oracle could not map the question and said "no"
-    detail: str | None = None  # why invalid, or the oracle's error
+    detail: str | None = None  # why invalid, or JUDGE_ERROR (never the oracle's own words)
 
 
 class TwentyQuestionsState:
@@ -162,7 +168,8 @@ class TwentyQuestionsState:
             try:
                 reply = self.oracle.answer(self.secret, self.answered_questions, question)
             except OracleError as error:
-                turn = Turn(question, "error", 0.0, detail=error.reason)
+                log.warning("Twenty Questions: %s had no answer: %s", self.oracle.name, error.reason)
+                turn = Turn(question, "error", 0.0, detail=JUDGE_ERROR)
             else:
                 turn = Turn(question, reply.answer, 0.0, understood=reply.understood)
                 self._answered[repeat_key(question)] = question
@@ -286,6 +293,8 @@ class TwentyQuestions(TextGame):
         oracle: str | Oracle = "table",
         oracle_base_url: str | None = None,
         oracle_api_key: str | None = None,
+        oracle_timeout: float | None = None,
+        oracle_retries: int | None = None,
         words: str = "builtin",
         words_file: str | os.PathLike[str] | None = None,
         recap: bool = False,
@@ -299,7 +308,9 @@ class TwentyQuestions(TextGame):
 
         ``oracle``: ``"table"`` (offline, built-in nouns only), ``"openai:MODEL"`` (an LLM judge at
         ``oracle_base_url`` or ``$OPENAI_BASE_URL``, key from ``oracle_api_key`` or ``$OPENAI_API_KEY``),
-        or an ``Oracle`` object. ``deterministic`` is False with an LLM judge.
+        or an ``Oracle`` object. ``deterministic`` is False with an LLM judge. ``oracle_timeout`` (seconds
+        per request attempt, default 60) and ``oracle_retries`` (attempts after a failed one, default 4)
+        bound how long a stalled judge holds a turn.
         """
         if not isinstance(recap, bool):
             raise ValueError(f"recap must be true or false, got {recap!r}")
@@ -316,7 +327,7 @@ class TwentyQuestions(TextGame):
             raise ValueError("give either a fixed secret or a word list (words / words_file), not both")
         if secret is not None and not isinstance(secret, str):
             raise ValueError(f"secret must be a word (a str), got {secret!r}")
-        self.oracle = make_oracle(oracle, oracle_base_url, oracle_api_key)
+        self.oracle = make_oracle(oracle, oracle_base_url, oracle_api_key, oracle_timeout, oracle_retries)
         self.deterministic = self.oracle.deterministic
         self.max_questions, self.reward = max_questions, reward
         self.secret = secret.strip() if secret is not None else None
