@@ -45,8 +45,9 @@ class GemEnv:
     """GEM's env shape over ``make_text_env``: ``reset(seed) -> (observation, info)`` and ``step(action)
     -> (observation, reward, terminated, truncated, info)``; ``register_gem`` makes ``gem.make`` build it."""
 
-    def __init__(self, env_id: str = "KuhnPoker-v0", seat: int = 0, opponent: str | None = "random", **options: Any):
-        self.text_env = make_text_env(env_id, seat=seat, opponent=opponent, **options)
+    def __init__(self, game: str = "KuhnPoker-v0", seat: int = 0, opponent: str | None = "random", **options: Any):
+        # ``game``, not ``env_id``: gem.make sets ``env.env_id`` to the id it was registered under
+        self.text_env = make_text_env(game, seat=seat, opponent=opponent, **options)
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         return self.text_env.reset(seed=seed)
@@ -66,7 +67,7 @@ def register_gem(env_id: str, gem_id: str | None = None, **kwargs: Any) -> str:
     import gem
 
     name = gem_id or f"spiral_arena:{env_id}"
-    gem.register(name, entry_point=f"{__name__}:GemEnv", env_id=env_id, **kwargs)
+    gem.register(name, entry_point=f"{__name__}:GemEnv", game=env_id, **kwargs)
     return name
 
 
