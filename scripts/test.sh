@@ -11,6 +11,8 @@ python3 -m venv .venv
 bash scripts/smoke.sh .venv
 # What the suite needs on top (test tools, lint, the peers of the benchmarks).
 .venv/bin/pip install -q -e '.[dev]'
+# Other trainers, for tests/test_integrations_*.py (they skip, naming the extra, when these are absent).
+.venv/bin/pip install -q -e '.[integrations-verifiers,integrations-trl,integrations-text-env]'
 .venv/bin/ruff check .
 set +e
 .venv/bin/python -m pytest "$@"
