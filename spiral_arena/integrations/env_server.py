@@ -35,7 +35,7 @@ import sys
 import uuid
 from typing import Any
 
-from fastapi import FastAPI, Request, WebSocket
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -336,6 +336,8 @@ def create_env_app(
                     await websocket.close(code=1000)
                     return
                 await websocket.send_json(reply)
+        except WebSocketDisconnect:  # the client left while we answered
+            return
         finally:
             sessions["open"] -= 1
 
@@ -350,11 +352,11 @@ def create_env_app(
             return error_frame(error.message, "INVALID_JSON")
         valid = "send reset, step, state or close"
         if not isinstance(body, dict):
-            message = f"a message must be a JSON object with a 'type' and its 'data'; {valid}"
-            return error_frame(message, "VALIDATION_ERROR")
+            why = f"a message must be a JSON object with a 'type' and its 'data'; {valid}"
+            return error_frame(why, "VALIDATION_ERROR")
         kind = body.get("type")
         if kind not in ("reset", "step", "state", "close"):
-            return error_frame(f"unknown message type {kind!r}; {valid}", "UNKNOWN_TYPE")
+            return error_frame(f"unknown message type {repr(kind)[:40]}; {valid}", "UNKNOWN_TYPE")
         extra = sorted(set(body) - {"type", "data"})
         try:
             if extra:
