@@ -1,11 +1,17 @@
 """Our games as verifiers (v1) envs, run for real: ``Env.run_episode`` with each seat's agent served by
 ``spiral-arena serve`` on 127.0.0.1, through verifiers' own harness (its tool-less chat program in a
 local process) and interception server. Each recorded reward is checked against the env's own
-returns, by replaying the moves the traces recorded on a fresh env with the same seed."""
+returns, by replaying the moves the traces recorded on a fresh env with the same seed.
+
+Time: the harness starts its chat program (a Python process importing openai and mcp, ~1.7 s of CPU)
+for every turn of every seat, so this module's cost is its number of turns. Hence short games (Kuhn
+poker with one round, Twenty Questions with two questions), and every env's episodes run at once
+in one module fixture (``played``), so turns of different episodes overlap."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -56,17 +62,6 @@ def hub_on_path() -> Iterator[None]:
         sys.path.remove(path)
 
 
-def run_episodes(env, tasks, url: str) -> list:
-    os.environ[KEY_VAR] = TOKEN
-    ctx = vf.ModelContext(model="random", client=vf.EvalClientConfig(base_url=url, api_key_var=KEY_VAR))
-
-    async def main() -> list:
-        async with env.serving():
-            return await asyncio.gather(*(env.run_episode(task, ctx) for task in tasks))
-
-    return asyncio.run(main())
-
-
 def replies(trace) -> list[str]:
     return [node.message.content for node in trace.nodes if node.message.role == "assistant"]
 
@@ -87,25 +82,51 @@ def replay(game: str, seed: int, moves: dict[int, list[str]], opponents: dict[in
     return env
 
 
+KUHN = "KuhnPoker-v0:rounds=1"  # two or three turns a game
+TWENTY_QUESTIONS = "TwentyQuestions-v0:max_questions=2;recap=true;words=builtin_train"
+
+
 @pytest.fixture(scope="module")
-def self_play(served, hub_on_path):
+def played(served, hub_on_path) -> dict[str, tuple[list, list]]:
+    """Every env this module checks, with its tasks and their episodes, all played at once:
+    self-play over three seeds (Kuhn, TicTacToe, Kuhn), the learner against our random agent in both
+    seats, and Twenty Questions."""
     from spiral_arena_games import GameEnv
+    from spiral_arena_twenty_questions import TwentyQuestionsEnv
 
     from spiral_arena.integrations.verifiers import GameEnvConfig
+    from spiral_arena.integrations.verifiers_twenty_questions import TwentyQuestionsEnvConfig
 
-    games = ["KuhnPoker-v0", "TicTacToe-v0"]
-    config = GameEnvConfig(
-        taskset={"id": "spiral-arena-games", "games": games, "num_tasks": 4, "seed": 11}, max_concurrent_agents=None
-    )
-    env = GameEnv(config)
-    tasks = list(env.taskset)
-    return tasks, run_episodes(env, tasks, served.url)
+    games = {"id": "spiral-arena-games", "games": [KUHN, "TicTacToe-v0"], "num_tasks": 3, "seed": 11}
+    fixed = {"id": "spiral-arena-games", "games": [KUHN], "num_tasks": 2, "seed": 3}
+    # recap: each turn message lists the questions so far, as the served agent reads one message alone
+    questions = {"id": "spiral-arena-twenty-questions", "games": [TWENTY_QUESTIONS], "num_tasks": 1}
+    envs = {
+        "self_play": GameEnv(GameEnvConfig(taskset=games, max_concurrent_agents=None)),
+        "fixed": GameEnv(
+            GameEnvConfig(taskset=fixed, opponent="random", invalid_penalty=-1.5, max_concurrent_agents=None)
+        ),
+        "twenty_questions": TwentyQuestionsEnv(TwentyQuestionsEnvConfig(taskset=questions)),
+    }
+    tasks = {name: list(env.taskset) for name, env in envs.items()}
+    os.environ[KEY_VAR] = TOKEN
+    ctx = vf.ModelContext(model="random", client=vf.EvalClientConfig(base_url=served.url, api_key_var=KEY_VAR))
+
+    async def main() -> list:
+        async with contextlib.AsyncExitStack() as stack:
+            for env in envs.values():
+                await stack.enter_async_context(env.serving())
+            runs = [env.run_episode(task, ctx) for name, env in envs.items() for task in tasks[name]]
+            return await asyncio.gather(*runs)
+
+    episodes = iter(asyncio.run(main()))
+    return {name: (tasks[name], [next(episodes) for _ in tasks[name]]) for name in envs}
 
 
-def test_self_play_records_each_seats_zero_sum_return_as_the_env_pays_it(self_play):
-    tasks, episodes = self_play
-    assert [t.data.game for t in tasks] == ["KuhnPoker-v0", "TicTacToe-v0"] * 2
-    assert [t.data.seed for t in tasks] == list(range(11, 15))
+def test_self_play_records_each_seats_zero_sum_return_as_the_env_pays_it(played):
+    tasks, episodes = played["self_play"]
+    assert [t.data.game for t in tasks] == [KUHN, "TicTacToe-v0", KUHN]
+    assert [t.data.seed for t in tasks] == [11, 12, 13]
     for task, episode in zip(tasks, episodes, strict=True):
         assert episode.ok, episode.errors
         traces = {trace.agent.name: trace for trace in episode.traces}
@@ -121,51 +142,31 @@ def test_self_play_records_each_seats_zero_sum_return_as_the_env_pays_it(self_pl
         assert sum(env.returns) == 0.0
 
 
-def test_a_fixed_opponent_plays_inside_the_env_and_only_the_learner_has_a_trace(served, hub_on_path):
-    from spiral_arena_games import GameEnv
-
-    from spiral_arena.integrations.verifiers import GameEnvConfig
-
-    config = GameEnvConfig(
-        taskset={"id": "spiral-arena-games", "games": ["TicTacToe-v0"], "num_tasks": 2, "seed": 3},
-        opponent="random",
-        invalid_penalty=-1.5,
-        max_concurrent_agents=None,
-    )
-    env = GameEnv(config)
-    tasks = list(env.taskset)
+def test_a_fixed_opponent_plays_inside_the_env_and_only_the_learner_has_a_trace(played):
+    tasks, episodes = played["fixed"]
     assert [t.data.seat for t in tasks] == [0, 1]  # the learner takes both seats in turn
-    for task, episode in zip(tasks, run_episodes(env, tasks, served.url), strict=True):
+    for task, episode in zip(tasks, episodes, strict=True):
         assert episode.ok, episode.errors
         (trace,) = episode.traces
         seat, seed = task.data.seat, task.data.seed
         assert trace.agent.name == f"player_{seat}"
         opponent = make_agent("random")
         opponent.reset(seed=agent_seed(seed, 1 - seat))
-        played = replay(task.data.game, seed, {seat: replies(trace)}, {1 - seat: opponent})
-        summary = game_summary(played)
+        replayed = replay(task.data.game, seed, {seat: replies(trace)}, {1 - seat: opponent})
+        summary = game_summary(replayed)
         assert trace.rewards["game"].score == shaped_rewards(summary, -1.5)[seat]
-        assert trace.metrics["return"] == played.returns[seat]
+        assert trace.metrics["return"] == replayed.returns[seat]
 
 
-def test_twenty_questions_is_judged_by_the_offline_table_oracle(served, hub_on_path):
-    from spiral_arena_twenty_questions import TwentyQuestionsEnv
-
-    from spiral_arena.integrations.verifiers_twenty_questions import TwentyQuestionsEnvConfig
-
-    # recap: each turn message lists the questions so far, as the served agent reads one message alone
-    game = "TwentyQuestions-v0:max_questions=3;recap=true;words=builtin_train"
-    config = TwentyQuestionsEnvConfig(taskset={"id": "spiral-arena-twenty-questions", "games": [game], "num_tasks": 1})
-    env = TwentyQuestionsEnv(config)
-    (task,) = list(env.taskset)
-    (episode,) = run_episodes(env, [task], served.url)
+def test_twenty_questions_is_judged_by_the_offline_table_oracle(played):
+    (task,), (episode,) = played["twenty_questions"]
     assert episode.ok, episode.errors
     (trace,) = episode.traces
     assert trace.agent.name == "questioner"
-    played = replay(task.data.game, task.data.seed, {0: replies(trace)}, {})
-    assert trace.rewards["game"].score == played.returns[0]
-    assert trace.info["secret"] == played.state_.secret
-    assert 1 <= trace.metrics["questions"] == len(played.state_.turns) <= 3
+    replayed = replay(task.data.game, task.data.seed, {0: replies(trace)}, {})
+    assert trace.rewards["game"].score == replayed.returns[0]
+    assert trace.info["secret"] == replayed.state_.secret
+    assert 1 <= trace.metrics["questions"] == len(replayed.state_.turns) <= 2
 
 
 def test_the_taskset_refuses_bad_games_with_the_reason(hub_on_path):
