@@ -9,6 +9,8 @@ import spiral_arena
 from spiral_arena.agents import make_agent
 from spiral_arena.integrations.text_env import make_text_env, new_messages, register_gem, skyrl_env_class
 
+EXTRA = "needs the integrations-text-env extra: pip install 'spiral-arena[integrations-text-env]'"
+
 
 @pytest.mark.parametrize("env_id", ["KuhnPoker-v0", "TicTacToe-v0"])
 @pytest.mark.parametrize("seat", [0, 1])
@@ -45,7 +47,7 @@ def test_twenty_questions_is_a_one_seat_game_without_an_opponent():
 
 
 def test_gem_makes_our_env_by_its_registered_id():
-    gem = pytest.importorskip("gem", reason="needs gem-llm: pip install gem-llm==0.1.0")
+    gem = pytest.importorskip("gem", reason=EXTRA)
     name = register_gem("TicTacToe-v0", opponent="random", seat=0)
     env = gem.make(name)
     observation, info = env.reset(seed=2)
@@ -58,7 +60,7 @@ def test_gem_makes_our_env_by_its_registered_id():
 
 
 def test_skyrl_gym_steps_our_env_as_a_text_env():
-    pytest.importorskip("skyrl_gym", reason="needs skyrl-gym: pip install skyrl-gym==0.4.0")
+    pytest.importorskip("skyrl_gym", reason=EXTRA)
     env = skyrl_env_class()(extras={"env_id": "KuhnPoker-v0", "seat": 0, "opponent": "random", "seed": 5})
     messages, _ = env.init([])
     expert = make_agent("expert")
