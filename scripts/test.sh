@@ -23,8 +23,8 @@ rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: failing" >&2
 fi
-if [ "$#" -eq 0 ]; then  # the whole suite: also the OpenEnv client's test, which the run above skipped
-  .venv-openenv/bin/python -m pytest tests/test_integrations_openenv.py
+if [ "$#" -eq 0 ]; then  # the whole suite: also what needs OpenEnv's client, which the run above skipped
+  .venv-openenv/bin/python -m pytest tests/test_integrations_openenv.py tests/test_integrations_docs.py
   openenv_rc=$?
   if [ "$rc" -eq 0 ]; then rc=$openenv_rc; fi
 fi

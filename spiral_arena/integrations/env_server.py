@@ -17,7 +17,7 @@ the seat's return. An invalid move is no error: the game rules on it (``invalid_
 action has one required field, ``message``) and ``POST /reset`` (stateless: the first observation of
 a fresh game). OpenEnv's HTTP ``/step`` and ``/state`` step a freshly built env, which means nothing
 for a game, so here they answer 409 naming ``/ws``. No MCP endpoint and no ``/openapi.json``, so
-``openenv validate`` does not pass; the play protocol is what its clients use.
+``openenv validate --url`` passes its health, metadata and schema checks only; its clients use neither.
 
 Hardening, as ``serve``: loopback by default; the Host and Origin checks and the optional bearer
 token (constant-time compare) apply to every request and to the WebSocket handshake (refused with
