@@ -188,18 +188,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_env_server(args: argparse.Namespace) -> int:
-    problems = _env_problems("--env", [args.env])
+    problems = _env_problems("--env", [args.env]) + _spec_problems("--opponent", args.opponent, human=False)
     problems += _count_problem("--max-sessions", args.max_sessions)
-    if args.opponent != "none":
-        problems += _spec_problems("--opponent", args.opponent, human=False)
     if not problems:
         from spiral_arena.registry import make
 
         seats = len(make(args.env).possible_agents)
         if not 0 <= args.seat < seats:
             problems.append(f"--seat: {args.env.split(':')[0]} has seats 0..{seats - 1}, got {args.seat}")
-        elif seats > 1 and args.opponent == "none":
-            problems.append("--opponent: a two-player game needs one, e.g. random or expert")
     _check(problems)
     api_key = _api_key(args.api_key, "SPIRAL_ARENA_ENV_SERVER_KEY")
     from spiral_arena.integrations.env_server import env_serve
@@ -207,7 +203,7 @@ def cmd_env_server(args: argparse.Namespace) -> int:
     env_serve(
         args.env,
         seat=args.seat,
-        opponent=None if args.opponent == "none" else args.opponent,
+        opponent=args.opponent,
         host=args.host,
         port=args.port,
         api_key=api_key,
@@ -352,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--opponent",
         default="random",
-        help="agent spec for the other seat, each session its own (default: random; none for one-player games)",
+        help="agent spec for the other seat, each session its own (default: random; one-player games have none)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8001, help="(default: 8001, beside serve's 8000)")

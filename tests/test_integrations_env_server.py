@@ -250,8 +250,7 @@ def test_a_session_over_the_limit_is_refused_and_a_failing_opponent_keeps_its_up
     [
         (["--env", "Kuhn-v0"], "--env: unknown env id 'Kuhn-v0'"),
         (["--env", "KuhnPoker-v0", "--seat", "2"], "--seat: KuhnPoker-v0 has seats 0..1, got 2"),
-        (["--env", "TwentyQuestions-v0", "--opponent", "none", "--seat", "1"], "has seats 0..0, got 1"),
-        (["--env", "KuhnPoker-v0", "--opponent", "none"], "--opponent: a two-player game needs one"),
+        (["--env", "TwentyQuestions-v0", "--seat", "1"], "--seat: TwentyQuestions-v0 has seats 0..0, got 1"),
         (["--env", "KuhnPoker-v0", "--opponent", "nobody"], "--opponent: unknown agent spec"),
         (["--env", "KuhnPoker-v0", "--max-sessions", "0"], "--max-sessions: must be at least 1, got 0"),
         (["--env", "KuhnPoker-v0", "--api-key", " "], "--api-key: is empty"),
@@ -262,3 +261,24 @@ def test_the_command_refuses_bad_arguments_before_serving(args, says, capsys):
     err = capsys.readouterr().err
     assert says in err and err.startswith("spiral-arena env-server: error:") and err.count("\n") == 1
 
+
+
+def test_a_one_player_game_is_served_without_an_opponent_and_its_options_stay_out_of_sight():
+    from starlette.testclient import TestClient
+
+    from spiral_arena.integrations.env_server import create_env_app
+
+    app = create_env_app("TwentyQuestions-v0:secret=cat;max_questions=2", opponent="expert", allowed_hosts=None)
+    with TestClient(app) as client:
+        metadata = client.get("/metadata").json()
+        assert "seat 0 of 1." in metadata["description"] and "against" not in metadata["description"]
+        with client.websocket_connect("/ws") as ws:
+            ws.send_json({"type": "reset", "data": {"seed": 0}})
+            assert ws.receive_json()["data"]["done"] is False
+            ws.send_json({"type": "step", "data": {"message": "Is it a cat?"}})
+            end = ws.receive_json()["data"]
+            ws.send_json({"type": "state"})
+            state = ws.receive_json()["data"]
+    assert end["done"] and end["reward"] > 0 and end["observation"]["info"]["outcome"]["winner"] == state["player"]
+    assert state["opponent"] is None and state["env_id"] == "TwentyQuestions-v0"
+    assert "cat" not in json.dumps(metadata) + json.dumps(state)

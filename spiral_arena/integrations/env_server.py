@@ -94,7 +94,7 @@ class ArenaState(BaseModel):
     step_count: int = Field(default=0, ge=0, description="moves the seat has made this episode")
     env_id: str = Field(description="the game's id, without its options")
     seat: int
-    player: str = Field(description="the seat's agent name in the game (player_0, ...)")
+    player: str = Field(description="the seat's agent name in the game (player_0, player_1, questioner)")
     opponent: str | None = Field(description="the agent in the other seat, None in one-player games")
     seed: int | None = None
     done: bool = False
