@@ -10,11 +10,12 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 export PATH="$venv/bin:$PATH"
 work="$(mktemp -d)"
 server=""
+server_log=serve.log
 cleanup() {
   local status=$?
   if [ -n "$server" ]; then
     kill "$server" 2>/dev/null || true
-    if [ "$status" -ne 0 ]; then tail -n 40 "$work/serve.log" >&2; fi
+    if [ "$status" -ne 0 ]; then tail -n 40 "$work/$server_log" >&2; fi
   fi
   rm -rf "$work"
 }
@@ -39,7 +40,7 @@ check() {
 
 step spiral-arena --version
 step spiral-arena --help
-for command in envs play serve train collect sft leaderboard eval; do
+for command in envs play serve env-server train collect sft leaderboard eval; do
   step spiral-arena "$command" --help
 done
 
@@ -93,6 +94,45 @@ server=""
 check test -s serve.log
 if grep -q Traceback serve.log; then
   cat serve.log >&2
+  exit 1
+fi
+
+# env-server: a free port, one game of Kuhn poker over its WebSocket (OpenEnv's protocol), then stop it
+port=$(python -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+server_log=env-server.log
+spiral-arena env-server --env KuhnPoker-v0:rounds=1 --opponent expert --port "$port" >env-server.log 2>&1 &
+server=$!
+step python - "$port" <<'PY'
+import json
+import sys
+import time
+
+from websockets.sync.client import connect
+
+deadline = time.monotonic() + 60
+while True:
+    try:
+        ws = connect(f"ws://127.0.0.1:{sys.argv[1]}/ws", open_timeout=10)
+        break
+    except OSError:  # not listening yet
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.3)
+with ws:
+    ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+    result = json.loads(ws.recv())["data"]
+    while not result["done"]:
+        move = result["observation"]["info"]["legal_actions"][0]
+        ws.send(json.dumps({"type": "step", "data": {"message": move}}))
+        result = json.loads(ws.recv())["data"]
+print(result["reward"], result["observation"]["info"]["outcome"])
+PY
+kill "$server"
+wait "$server" || true
+server=""
+check test -s env-server.log
+if grep -q Traceback env-server.log; then
+  cat env-server.log >&2
   exit 1
 fi
 echo "smoke: all subcommands ran ($SECONDS s)"

@@ -159,17 +159,21 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def _api_key(given: str | None, variable: str) -> str | None:
+    """A server's bearer token: ``--api-key``, else ``$variable`` (which keeps it out of the process
+    list). A blank one (an unset shell variable, say) must not silently open the server to everyone."""
     import os
 
+    given = given if given is not None else os.environ.get(variable)
+    if given is not None and not given.strip():
+        _check([f"--api-key: is empty; give a token, or leave out --api-key and {variable} to serve openly"])
+    return given.strip() if given else None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
     from spiral_arena.serve import serve
 
-    # The token may come from the environment, which keeps it out of the process list. A blank one
-    # (an unset shell variable, say) must not silently open the server to everyone.
-    given = args.api_key if args.api_key is not None else os.environ.get("SPIRAL_ARENA_SERVE_KEY")
-    if given is not None and not given.strip():
-        _check(["--api-key: is empty; give a token, or leave out --api-key and SPIRAL_ARENA_SERVE_KEY to serve openly"])
-    api_key = given.strip() if given else None
+    api_key = _api_key(args.api_key, "SPIRAL_ARENA_SERVE_KEY")
     finite = 0 <= args.latency_ms < float("inf")
     _check([] if finite else [f"--latency-ms: must be a number of milliseconds >= 0, got {args.latency_ms}"])
     serve(
@@ -179,6 +183,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
         api_key=api_key,
         allow_hosts=tuple(args.allow_host),
         latency_s=args.latency_ms / 1000,
+    )
+    return 0
+
+
+def cmd_env_server(args: argparse.Namespace) -> int:
+    problems = _env_problems("--env", [args.env]) + _spec_problems("--opponent", args.opponent, human=False)
+    problems += _count_problem("--max-sessions", args.max_sessions)
+    if not problems:
+        from spiral_arena.registry import make
+
+        seats = len(make(args.env).possible_agents)
+        if not 0 <= args.seat < seats:
+            problems.append(f"--seat: {args.env.split(':')[0]} has seats 0..{seats - 1}, got {args.seat}")
+    _check(problems)
+    api_key = _api_key(args.api_key, "SPIRAL_ARENA_ENV_SERVER_KEY")
+    from spiral_arena.integrations.env_server import env_serve
+
+    env_serve(
+        args.env,
+        seat=args.seat,
+        opponent=args.opponent,
+        host=args.host,
+        port=args.port,
+        api_key=api_key,
+        allow_hosts=tuple(args.allow_host),
+        max_sessions=args.max_sessions,
     )
     return 0
 
@@ -309,6 +339,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_serve)
 
+    p = sub.add_parser(
+        "env-server",
+        help="serve one seat of a game (the opponent inside) as an OpenEnv environment (WebSocket /ws, reset/step)",
+    )
+    p.add_argument("--env", required=True, help="a game id, with options if any: KuhnPoker-v0:rounds=1")
+    p.add_argument("--seat", type=int, default=0, help="the client's seat; a reset may pick another (default: 0)")
+    p.add_argument(
+        "--opponent",
+        default="random",
+        help="agent spec for the other seat, each session its own (default: random; one-player games have none)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8001, help="(default: 8001, beside serve's 8000)")
+    p.add_argument("--api-key", default=None, help="require this bearer token (default: $SPIRAL_ARENA_ENV_SERVER_KEY)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host (or Origin) is NAME; repeatable (as for serve)",
+    )
+    p.add_argument(
+        "--max-sessions", type=int, default=32, help="WebSocket sessions (episodes) open at once (default: 32)"
+    )
+    p.set_defaults(func=cmd_env_server)
+
     p = sub.add_parser("train", help="self-play RL with RAE (no arguments: the tiny CPU recipe)")
     from trainers.config import add_arguments
 
@@ -377,6 +433,7 @@ EXTRA_OF = {
     "fastapi": "api",
     "uvicorn": "api",
     "httpx": "api",
+    "websockets": "api",
     "scipy": "leaderboard",
     "matplotlib": "leaderboard",
     "tqdm": "leaderboard",

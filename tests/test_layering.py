@@ -12,6 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "spiral_arena"
 FORBIDDEN = {
     "core": ("spiral_arena.games", "spiral_arena.agents", "spiral_arena.llm", "trainers", "leaderboard", "evals"),
     "games": ("spiral_arena.agents", "trainers", "leaderboard", "evals"),
+    # other trainers' entry points sit on the suite, never on our own trainer or leaderboard
+    "integrations": ("trainers", "leaderboard", "evals"),
 }
 
 

@@ -31,32 +31,36 @@ SCRIPT = Path(sys.executable).with_name("spiral-arena")
 
 
 class Server:
-    """One ``spiral-arena serve`` process on a free loopback port."""
+    """One ``spiral-arena serve`` process on a free loopback port (another server command: set
+    ``COMMAND``, the ``PATH`` its ``url`` ends with, and the ``PROBE`` under it that answers once up)."""
+
+    COMMAND, PATH, PROBE = "serve", "/v1", "/models"
 
     def __init__(self, tmp: Path, *args: str) -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/v1"
-        self.log_path = tmp / f"serve-{port}.log"
+        self.url = f"http://127.0.0.1:{port}{self.PATH}"
+        self.log_path = tmp / f"{self.COMMAND}-{port}.log"
         command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "spiral_arena.cli"]
-        env = {k: v for k, v in os.environ.items() if k != "SPIRAL_ARENA_SERVE_KEY"}
+        keys = ("SPIRAL_ARENA_SERVE_KEY", "SPIRAL_ARENA_ENV_SERVER_KEY")  # tests give tokens as --api-key
+        env = {k: v for k, v in os.environ.items() if k not in keys}
         with self.log_path.open("w") as log:
             self.process = subprocess.Popen(
-                [*command, "serve", "--port", str(port), *args], stdout=log, stderr=subprocess.STDOUT, env=env
+                [*command, self.COMMAND, "--port", str(port), *args], stdout=log, stderr=subprocess.STDOUT, env=env
             )
         deadline = time.monotonic() + 60
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"spiral-arena serve exited early:\n{self.log()}")
+                raise RuntimeError(f"spiral-arena {self.COMMAND} exited early:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/models", timeout=1).status_code in (200, 401):
+                if httpx.get(f"{self.url}{self.PROBE}", timeout=1).status_code in (200, 401):
                     return
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"spiral-arena serve did not answer within 60 s:\n{self.log()}")
+                raise RuntimeError(f"spiral-arena {self.COMMAND} did not answer within 60 s:\n{self.log()}")
             time.sleep(0.1)
 
     def log(self) -> str:

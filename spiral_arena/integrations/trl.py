@@ -1,0 +1,195 @@
+"""Our games in TRL's ``GRPOTrainer`` (1.16): an ``environment_factory`` class per game family, and a
+``rollout_func`` that plays self-play games with the trainer's own model.
+
+``environment_factory``: one object per rollout, with the opponent inside (TRL runs one seat per
+rollout). ``reset(**row)`` reads the dataset row's ``seed`` and ``seat`` (both optional) and returns the
+game's opening messages; the ``move`` tool applies the model's move, lets the opponent answer and returns
+what the game said since; ``get_reward()`` is the seat's return as the env pays it (or our recipe's
+invalid-move shaping with ``invalid_penalty``). A rollout that ends without finishing its game forfeits
+it: the env reads the missing move as an invalid one. TRL needs a chat template that renders tool calls.
+
+``selfplay_rollout_func``: each dataset prompt is a game id (options allowed). GRPO's groups are
+``num_generations`` copies of one prompt; each group is filled with finished turns of that game, both
+seats' (in the order their games end), from self-play games in which the trainer's model plays both
+seats (each turn's prompt is that seat's observation, SPIRAL's shape). The extra fields ``game``,
+``seat``, ``seed``, ``returns`` (the env's) and ``game_reward`` reach the reward functions;
+``game_reward`` (the reward function ``selfplay_reward`` returns it) is the turn's seat's return, shaped
+as above.
+
+RAE on TRL's side: not possible without replacing TRL internals. TRL subtracts each group's mean reward
+(``advantage = reward - group mean``, inside ``GRPOTrainer._generate_and_score_completions``, with no hook
+and ``num_generations >= 2``), so no reward function can give ``reward - baseline(game, role)``; and a
+group cannot be one (game, role) in general, because a game can end before a seat moves (an invalid
+first move), so the turns of a seat are not guaranteed. Use ``scale_rewards="none"`` (Dr.GRPO) for
+unscaled group-mean baselines, or prime-rl's ``rae`` (docs/integrations.md) for SPIRAL's estimator.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from spiral_arena.integrations.outcome import RECIPE_INVALID_OPPONENT_REWARD, game_summary, shaped_rewards
+
+__all__ = [
+    "ENVIRONMENTS",
+    "GameEnvironment",
+    "environment_class",
+    "game_summary",
+    "is_over",
+    "selfplay_reward",
+    "selfplay_rollout_func",
+]
+from spiral_arena.integrations.text_env import is_over, make_text_env, new_messages
+from spiral_arena.registry import REGISTRY, make
+
+
+class GameEnvironment:
+    """One seat of ``ENV_ID`` for TRL's ``environment_factory`` (see the module docstring); subclasses set
+    ``ENV_ID`` and, optionally, ``OPPONENT`` (an agent spec) and ``INVALID_PENALTY``."""
+
+    ENV_ID = "KuhnPoker-v0"
+    OPPONENT = "random"
+    INVALID_PENALTY: float | None = None
+    INVALID_OPPONENT_REWARD = RECIPE_INVALID_OPPONENT_REWARD
+
+    def __init__(self) -> None:
+        self._text_env = None
+        self._sent = 0
+
+    def reset(self, seed: int | None = None, seat: int = 0, **row: Any) -> str:
+        """Start a game (the row's ``seed`` and ``seat``); returns the opening messages."""
+        self._text_env = make_text_env(self.ENV_ID, seat=int(seat), opponent=self.OPPONENT)
+        self._text_env.reset(seed=None if seed is None else int(seed))
+        text, self._sent = new_messages(self._text_env, 0)
+        return text
+
+    def move(self, action: str) -> str:
+        """Play your move in the game.
+
+        Args:
+            action: Your move, written as the game asks (for example "[bet]" or "\\boxed{4}").
+
+        Returns:
+            What the game says next: the opponent's answer and your new position, or the result.
+        """
+        if self._text_env is None or is_over(self._text_env):
+            raise ValueError("the game is over; no move can be played")
+        self._text_env.step(action)
+        text, self._sent = new_messages(self._text_env, self._sent)
+        return text
+
+    def get_reward(self) -> float:
+        """The seat's reward for the game (a game left unfinished is forfeited as an invalid move)."""
+        if self._text_env is None:
+            raise RuntimeError("reset() was never called")
+        if not is_over(self._text_env):
+            self._text_env.step("")  # no move: the env's own invalid-move rule ends the game
+        seat = self._text_env.env.possible_agents.index(self._text_env.learner)
+        summary = game_summary(self._text_env.env)
+        return shaped_rewards(summary, self.INVALID_PENALTY, self.INVALID_OPPONENT_REWARD)[seat]
+
+
+def environment_class(env_id: str, opponent: str = "random", invalid_penalty: float | None = None) -> type:
+    """A ``GameEnvironment`` subclass for ``env_id`` (options allowed) against ``opponent``."""
+    name = make(env_id).game.name.replace(" ", "").replace("'", "") + "Environment"
+    attributes = {"ENV_ID": env_id, "OPPONENT": opponent, "INVALID_PENALTY": invalid_penalty}
+    return type(name, (GameEnvironment,), attributes)
+
+
+# One class per two-player game family, against a random opponent: environment_factory=KuhnPokerEnvironment
+_FAMILIES = {spec.env_id: environment_class(spec.env_id) for spec in REGISTRY.values() if len(spec.game().agents) == 2}
+KuhnPokerEnvironment = _FAMILIES["KuhnPoker-v0"]
+TicTacToeEnvironment = _FAMILIES["TicTacToe-v0"]
+ENVIRONMENTS: dict[str, type] = {cls.__name__: cls for cls in _FAMILIES.values()}
+
+
+def selfplay_reward(completions: list[Any], game_reward: list[float], **kwargs: Any) -> list[float]:
+    """The reward function of ``selfplay_rollout_func``: each turn's seat's game reward."""
+    return [float(r) for r in game_reward]
+
+
+def selfplay_rollout_func(
+    invalid_penalty: float | None = None,
+    invalid_opponent_reward: float = RECIPE_INVALID_OPPONENT_REWARD,
+    first_seed: int = 0,
+    max_games: int = 1000,
+) -> Callable[[list[Any], Any], dict[str, list]]:
+    """A ``rollout_func`` playing self-play games with the trainer's model (see the module docstring).
+    Seeds count up from ``first_seed`` across calls; ``max_games`` bounds the games of one call."""
+    seeds = itertools.count(first_seed)
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        size = trainer.num_generations
+        wanted = [str(prompts[g * size]).strip() for g in range(len(prompts) // size)]  # each group's game
+        need = {game: size * wanted.count(game) for game in set(wanted)}
+        pools = _play_selfplay(trainer, need, seeds, max_games, invalid_penalty, invalid_opponent_reward)
+        samples = [pools[game].pop(0) for game in wanted for _ in range(size)]
+        out = {key: [sample[key] for sample in samples] for key in samples[0]}
+        if all(lp is None for lp in out["logprobs"]):
+            out["logprobs"] = None  # transformers generation: TRL computes the old log-probs itself
+        return out
+
+    return rollout_func
+
+
+def _play_selfplay(
+    trainer: Any,
+    need: dict[str, int],
+    seeds: Any,
+    max_games: int,
+    invalid_penalty: float | None,
+    invalid_opponent_reward: float,
+    in_flight: int = 4,
+) -> dict[str, list[dict[str, Any]]]:
+    """Finished turns of each game, both seats', in the order their games end, at least ``need`` of each:
+    up to ``in_flight`` games of each game
+    still short of turns are played at once, every waiting seat answered by one batched generation of the
+    trainer's model (``GRPOTrainer._generate_single_turn``: transformers or vLLM, as the trainer is set)."""
+    tokenizer = trainer.processing_class
+    pools: dict[str, list[dict[str, Any]]] = {game: [] for game in need}
+    live: list[tuple[str, Any, int, list[dict[str, Any]]]] = []  # (game, env, seed, its turns so far)
+    started = 0
+    while True:
+        short = sorted(game for game, n in need.items() if len(pools[game]) < n)
+        for game in short:
+            for _ in range(in_flight - sum(entry[0] == game for entry in live)):
+                if started == max_games:
+                    raise RuntimeError(f"{max_games} self-play games did not give enough turns of {', '.join(short)}")
+                env, seed = make(game), next(seeds)
+                env.reset(seed=seed)
+                live.append((game, env, seed, []))
+                started += 1
+        if not live:
+            return pools
+        prompt_ids = []
+        for _, env, _, _ in live:
+            chat = [{"role": "user", "content": env.observe(env.agent_selection)}]
+            ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+            prompt_ids.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+        completion_ids, logprobs = trainer._generate_single_turn(prompt_ids, None, {}, 1)
+        texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        still = []
+        for i, (game, env, seed, turns) in enumerate(live):
+            seat = env.possible_agents.index(env.agent_selection)
+            lp = None if logprobs is None else logprobs[i]
+            turns.append(
+                {"prompt_ids": prompt_ids[i], "completion_ids": list(completion_ids[i]), "logprobs": lp, "seat": seat}
+            )
+            env.step(texts[i])
+            if not all(env.terminations.values()):
+                still.append((game, env, seed, turns))
+                continue
+            rewards = shaped_rewards(game_summary(env), invalid_penalty, invalid_opponent_reward)
+            for turn in turns:
+                pools[game].append(
+                    {
+                        **turn,
+                        "game": game,
+                        "seed": seed,
+                        "game_reward": rewards[turn["seat"]],
+                        "returns": list(env.returns),
+                    }
+                )
+        live = still
