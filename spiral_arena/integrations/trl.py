@@ -31,6 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from spiral_arena.integrations.outcome import RECIPE_INVALID_OPPONENT_REWARD, game_summary, shaped_rewards
+from spiral_arena.integrations.text_env import is_over, make_text_env, new_messages
+from spiral_arena.registry import REGISTRY, make
 
 __all__ = [
     "ENVIRONMENTS",
@@ -41,8 +43,6 @@ __all__ = [
     "selfplay_reward",
     "selfplay_rollout_func",
 ]
-from spiral_arena.integrations.text_env import is_over, make_text_env, new_messages
-from spiral_arena.registry import REGISTRY, make
 
 
 class GameEnvironment:
@@ -143,10 +143,10 @@ def _play_selfplay(
     invalid_opponent_reward: float,
     in_flight: int = 4,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Finished turns of each game, both seats', in the order their games end, at least ``need`` of each:
-    up to ``in_flight`` games of each game
-    still short of turns are played at once, every waiting seat answered by one batched generation of the
-    trainer's model (``GRPOTrainer._generate_single_turn``: transformers or vLLM, as the trainer is set)."""
+    """Finished turns of each game, both seats', in the order their games end, at least ``need`` of each.
+    Up to ``in_flight`` games of each game still short of turns are played at once, every waiting seat
+    answered by one batched generation of the trainer's model (``GRPOTrainer._generate_single_turn``:
+    transformers or vLLM, as the trainer is set)."""
     tokenizer = trainer.processing_class
     pools: dict[str, list[dict[str, Any]]] = {game: [] for game in need}
     live: list[tuple[str, Any, int, list[dict[str, Any]]]] = []  # (game, env, seed, its turns so far)
