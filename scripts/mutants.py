@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Deliberate bugs the tests must catch: the project's mutation check.
+
+Each entry of MUTANTS names a file, an exact piece of its code, the bug that replaces it and the tests
+that must fail with that bug in. The tree is copied once to a scratch directory; the named tests are
+first run there unchanged (they must pass, or a "catch" would mean nothing); then each bug is put in
+alone, its tests are run in the copy (PYTHONPATH pointing at it, so subprocesses import it too), and
+the file is restored. A bug whose tests all pass has survived: the exit status is 1.
+
+    python scripts/mutants.py               # every entry; the table at the end
+    python scripts/mutants.py delta-belief  # the entries whose name contains a given text
+    python scripts/mutants.py --list        # names, files and tests, nothing run
+
+An entry with ``requires`` runs only where that module imports in its interpreter (``python``, default
+this one; a relative path is read from the checkout, e.g. a vLLM venv's ``.venv-vllm/bin/python``);
+elsewhere it is reported as skipped, with the reason. docs/testing.md says when to run this and how
+long it takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SKIPPED_DIRS = {".git", ".venv", "runs", "build", "dist", "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
+TIMEOUT_S = 900  # one entry's tests; the slowest (a short training run) takes about a minute on 2 cores
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # relative to the checkout
+    code: str  # occurs exactly once in ``file``
+    bug: str  # what replaces it
+    tests: tuple[str, ...]  # pytest node ids, relative to the checkout; at least one must fail
+    requires: str = ""  # a module the tests need (e.g. "vllm"); without it the entry is skipped, saying so
+    python: str = ""  # the interpreter that runs the tests; default: the one running this script
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "self-play advantage sign flipped",
+        "trainers/loop.py",
+        "adv = rae.advantage(game.game, seat, ret) if config.rae else ret",
+        "adv = -rae.advantage(game.game, seat, ret) if config.rae else ret",
+        ("tests/test_trainer_e2e.py::test_self_play_advantages_replay_from_the_run_files",),
+    ),
+)
+
+
+def occurrences(mutant: Mutant, root: Path = REPO) -> int:
+    """How often the entry's code occurs in its file under ``root`` (0 when the file is missing)."""
+    path = root / mutant.file
+    return path.read_text().count(mutant.code) if path.is_file() else 0
+
+
+def interpreter(mutant: Mutant) -> str:
+    if not mutant.python:
+        return sys.executable
+    path = Path(mutant.python)
+    return str(path if path.is_absolute() else REPO / path)
+
+
+def missing_requirement(mutant: Mutant) -> str:
+    """Why the entry cannot run here, or "" when it can."""
+    python = interpreter(mutant)
+    if not Path(python).exists():
+        return f"its interpreter {python} does not exist"
+    if mutant.requires:
+        probe = subprocess.run([python, "-c", f"import {mutant.requires}"], capture_output=True, timeout=300)
+        if probe.returncode != 0:
+            return f"{mutant.requires} does not import in {python}"
+    return ""
+
+
+def copy_tree(scratch: Path) -> Path:
+    """The checkout copied under ``scratch`` (no venv, caches or runs), with the shared/ folder beside it
+    linked, as the tests expect (``tests/conftest.py``: SHARED_DATA)."""
+    copy = scratch / REPO.name
+    shutil.copytree(REPO, copy, ignore=lambda d, names: [n for n in names if n in SKIPPED_DIRS or n.endswith(".pyc")])
+    shared = REPO.parent / "shared"
+    if shared.is_dir():
+        (scratch / "shared").symlink_to(shared, target_is_directory=True)
+    return copy
+
+
+def run_tests(python: str, tests: list[str], copy: Path) -> tuple[int, str, float]:
+    """pytest on ``tests`` in ``copy``: exit status, output, seconds. No bytecode is written, so a
+    restored file is never shadowed by the bug's cached bytecode."""
+    path = os.pathsep.join(p for p in (str(copy), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as error:
+        return -1, f"timed out after {TIMEOUT_S} s\n{error.stdout or ''}", time.monotonic() - started
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def first_failure(output: str) -> str:
+    found = re.search(r"^FAILED (\S+)", output, re.M)
+    return found.group(1) if found else ""
+
+
+def check(mutants: list[Mutant]) -> int:
+    for mutant in mutants:
+        if (found := occurrences(mutant)) != 1:
+            print(f"{mutant.name}: its code occurs {found} times in {mutant.file}, not once", file=sys.stderr)
+            return 2
+    runnable, table = [], []
+    for mutant in mutants:
+        reason = missing_requirement(mutant)
+        if reason:
+            table.append((mutant.name, "skipped", 0.0, reason))
+        else:
+            runnable.append(mutant)
+    with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
+        copy = copy_tree(Path(scratch))
+        for python in sorted({interpreter(m) for m in runnable}):
+            tests = sorted({t for m in runnable if interpreter(m) == python for t in m.tests})
+            print(f"unchanged code: {len(tests)} tests with {python} ...", flush=True)
+            status, output, seconds = run_tests(python, tests, copy)
+            if status != 0:
+                print(f"the tests fail without any bug ({seconds:.0f} s):\n{output[-4000:]}", file=sys.stderr)
+                return 2
+            print(f"  passed in {seconds:.0f} s", flush=True)
+        for mutant in runnable:
+            path = copy / mutant.file
+            original = path.read_text()
+            path.write_text(original.replace(mutant.code, mutant.bug))
+            try:
+                status, output, seconds = run_tests(interpreter(mutant), list(mutant.tests), copy)
+            finally:
+                path.write_text(original)
+            if status == 1:
+                row = (mutant.name, "caught", seconds, first_failure(output))
+            elif status == 0:
+                row = (mutant.name, "SURVIVED", seconds, "every named test passed")
+            else:  # an error, not a failing assertion: collection, a crash, or the time limit
+                row = (mutant.name, "ERROR", seconds, output.strip().splitlines()[-1] if output.strip() else "")
+            table.append(row)
+            print(f"{row[1]:>8}  {row[2]:6.1f} s  {row[0]}", flush=True)
+    print_table(table)
+    return 0 if all(outcome in ("caught", "skipped") for _, outcome, _, _ in table) else 1
+
+
+def print_table(table: list[tuple[str, str, float, str]]) -> None:
+    width = max(len(name) for name, *_ in table)
+    print(f"\n{'mutation':<{width}}  {'outcome':<8}  {'seconds':>7}  detail")
+    for name, outcome, seconds, detail in table:
+        print(f"{name:<{width}}  {outcome:<8}  {seconds:7.1f}  {detail}")
+    counts = {o: sum(row[1] == o for row in table) for o in ("caught", "SURVIVED", "ERROR", "skipped")}
+    print(", ".join(f"{n} {o.lower()}" for o, n in counts.items()) + f"; {sum(r[2] for r in table):.0f} s of tests")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="run only the entries whose name contains one of these")
+    parser.add_argument("--list", action="store_true", help="print the entries and run nothing")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.names or any(n in m.name for n in args.names)]
+    if not chosen:
+        parser.error(f"no entry's name contains any of {args.names}; --list shows them")
+    if args.list:
+        for m in chosen:
+            extra = f" (needs {m.requires})" if m.requires else ""
+            print(f"{m.name}{extra}\n    {m.file}\n    " + "\n    ".join(m.tests))
+        return 0
+    return check(chosen)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
