@@ -54,6 +54,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "adv = -rae.advantage(game.game, seat, ret) if config.rae else ret",
         ("tests/test_trainer_e2e.py::test_self_play_advantages_replay_from_the_run_files",),
     ),
+    Mutant(
+        "merged rows: KL term unweighted",
+        "trainers/loop.py",
+        "kl_to_reference(logp, ref[i], mask, config.aggregation, config.max_new_tokens, weights)",
+        "kl_to_reference(logp, ref[i], mask, config.aggregation, config.max_new_tokens)",
+        ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
+    ),
+    Mutant(
+        "merged rows: entropy bonus unweighted",
+        "trainers/loop.py",
+        "aggregate(entropy[0], mask, config.aggregation, config.max_new_tokens, weights)",
+        "aggregate(entropy[0], mask, config.aggregation, config.max_new_tokens)",
+        ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
+    ),
 )
 
 
