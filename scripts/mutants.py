@@ -46,6 +46,10 @@ class Mutant:
     python: str = ""  # the interpreter that runs the tests; default: the one running this script
 
 
+DELTA_BELIEF = (
+    "tests/test_trainer_groups.py::test_delta_belief_advantages_and_statistics_in_groups_of_three"
+)
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "self-play advantage sign flipped",
@@ -67,6 +71,49 @@ MUTANTS: tuple[Mutant, ...] = (
         "aggregate(entropy[0], mask, config.aggregation, config.max_new_tokens, weights)",
         "aggregate(entropy[0], mask, config.aggregation, config.max_new_tokens)",
         ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
+    ),
+    Mutant(
+        "delta-belief: bonus dropped (lambda 0)",
+        "trainers/loop.py",
+        "delta_belief_rewards(beliefs, game.penalties, end_reward, won, config.belief_coef)",
+        "delta_belief_rewards(beliefs, game.penalties, end_reward, won, 0.0)",
+        (DELTA_BELIEF,),
+    ),
+    Mutant(
+        "delta-belief: belief_coef ignored (the default lambda)",
+        "trainers/loop.py",
+        "delta_belief_rewards(beliefs, game.penalties, end_reward, won, config.belief_coef)",
+        "delta_belief_rewards(beliefs, game.penalties, end_reward, won)",
+        (DELTA_BELIEF,),
+    ),
+    Mutant(
+        "delta-belief: beliefs scored for the wrong secret",
+        "trainers/loop.py",
+        "secrets = [g.secret for g in results for _ in range(len(g.turns) + 1)]",
+        "secrets = [results[0].secret for g in results for _ in range(len(g.turns) + 1)]",
+        (DELTA_BELIEF,),
+    ),
+    Mutant(
+        "delta-belief: gain statistics' sign flipped",
+        "trainers/loop.py",
+        "gains += [b - a for a, b in itertools.pairwise(beliefs)]",
+        "gains += [a - b for a, b in itertools.pairwise(beliefs)]",
+        (DELTA_BELIEF,),
+    ),
+    Mutant(
+        "delta-belief: positive-gain share counts the drops",
+        "trainers/loop.py",
+        "gain_share = float(np.mean(np.array(gains) > 0))",
+        "gain_share = float(np.mean(np.array(gains) < 0))",
+        (DELTA_BELIEF,),
+    ),
+    Mutant(
+        "group training: judge-failed games kept in the normalisation",
+        "trainers/loop.py",
+        "    keys = [k for k, ok in zip(keys, answered, strict=True) if ok]\n"
+        "    results = [game for game, ok in zip(results, answered, strict=True) if ok]\n",
+        "",
+        ("tests/test_trainer_groups.py::test_a_wave_asks_the_judge_at_once_and_failed_games_leave_the_update",),
     ),
 )
 
