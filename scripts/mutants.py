@@ -115,6 +115,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "",
         ("tests/test_trainer_groups.py::test_a_wave_asks_the_judge_at_once_and_failed_games_leave_the_update",),
     ),
+    Mutant(
+        "serve: a prefix of the token (or none) accepted",
+        "spiral_arena/serve.py",
+        "not hmac.compare_digest(token.strip().encode(), api_key.encode())",
+        "not api_key.startswith(token.strip())",
+        ("tests/test_serve.py::test_a_token_guarded_server_refuses_requests_without_it",),
+    ),
+    Mutant(
+        "serve: the token with anything after it accepted",
+        "spiral_arena/serve.py",
+        "not hmac.compare_digest(token.strip().encode(), api_key.encode())",
+        "not token.strip().startswith(api_key)",
+        ("tests/test_serve.py::test_a_token_guarded_server_refuses_requests_without_it",),
+    ),
 )
 
 
