@@ -129,6 +129,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "not token.strip().startswith(api_key)",
         ("tests/test_serve.py::test_a_token_guarded_server_refuses_requests_without_it",),
     ),
+    Mutant(
+        "eval compare: the printed delta's sign flipped",
+        "evals/compare.py",
+        """f"{100 * row['delta']:+.1f}",""",
+        """f"{-100 * row['delta']:+.1f}",""",
+        ("tests/test_evals_metrics.py::test_compare_cli_prints_a_table_and_writes_a_png_and_json",),
+    ),
 )
 
 
