@@ -87,6 +87,16 @@ def test_python_block_runs_on_its_own(line: int, block: str) -> None:
     checks[0](printed)
 
 
+def test_the_promise_parser_reads_every_print_comment() -> None:
+    """``promised_lines`` is what makes a README comment a checked promise: it must find each one."""
+    block = 'x = 1\nprint(x)  # 1\n    print("a", x)   # a 1\nprint(x)\ny = 2  # not printed\n'
+    assert promised_lines(block) == ["1", "a 1"]
+    for line, block in PYTHON_BLOCKS:  # a print with a comment, counted another way, is a promise read
+        commented = [s for s in block.splitlines() if s.lstrip().startswith("print(") and "  #" in s]
+        assert len(promised_lines(block)) == len(commented), f"README.md:{line}"
+    assert sum(len(promised_lines(block)) for _, block in PYTHON_BLOCKS) >= 3  # the README makes promises
+
+
 def test_every_python_check_has_its_block() -> None:
     for marker in PYTHON_CHECKS:
         assert sum(marker in block for _, block in PYTHON_BLOCKS) == 1, (
