@@ -50,6 +50,8 @@ DELTA_BELIEF = (
     "tests/test_trainer_groups.py::test_delta_belief_advantages_and_statistics_in_groups_of_three"
 )
 
+LAYERS = "tests/test_layering.py::test_a_layer_imports_nothing_above_it"
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "self-play advantage sign flipped",
@@ -135,6 +137,35 @@ MUTANTS: tuple[Mutant, ...] = (
         """f"{100 * row['delta']:+.1f}",""",
         """f"{-100 * row['delta']:+.1f}",""",
         ("tests/test_evals_metrics.py::test_compare_cli_prints_a_table_and_writes_a_png_and_json",),
+    ),
+    Mutant(
+        "README test: the promise parser finds nothing",
+        "tests/test_readme.py",
+        'return [m.group(1).strip() for m in re.finditer(r"^\\s*print\\(.*\\)\\s+#\\s*(.+)$", block, re.M)]',
+        "return []",
+        ("tests/test_readme.py::test_the_promise_parser_reads_every_print_comment",),
+    ),
+    Mutant(
+        "layering: core imports agents as 'from spiral_arena import agents'",
+        "spiral_arena/core/readback.py",
+        "from __future__ import annotations\n",
+        "from __future__ import annotations\n\nfrom spiral_arena import agents  # noqa: F401\n",
+        (LAYERS,),
+    ),
+    Mutant(
+        "layering: a game imports agents relatively",
+        "spiral_arena/games/kuhn_poker.py",
+        "from __future__ import annotations\n",
+        "from __future__ import annotations\n\nfrom ..agents import make_agent  # noqa: F401\n",
+        (LAYERS,),
+    ),
+    Mutant(
+        "layering: core loads agents through importlib.import_module",
+        "spiral_arena/core/actions.py",
+        "from __future__ import annotations\n",
+        "from __future__ import annotations\n\n\ndef _agents():\n"
+        "    import importlib\n\n    return importlib.import_module('spiral_arena.agents')\n",
+        (LAYERS,),
     ),
 )
 
