@@ -167,6 +167,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "    import importlib\n\n    return importlib.import_module('spiral_arena.agents')\n",
         (LAYERS,),
     ),
+    Mutant(
+        "evals: a sample's token count is the answer limit",
+        "evals/generate.py",
+        "out[i] = Generation(text, len(completion.token_ids), completion.finished)",
+        "out[i] = Generation(text, sampling.max_new_tokens, completion.finished)",
+        ("tests/test_evals_run.py::test_vllm_backend_through_the_trainers_stand_in",),
+    ),
+    Mutant(
+        "hf agent: a LoRA checkpoint plays its base without the adapter",
+        "spiral_arena/agents/hf.py",
+        "self.model = PeftModel.from_pretrained(base, path).merge_and_unload()",
+        "self.model = base",
+        ("tests/test_trainer_real_models.py::test_lora_resume_continues_with_the_same_adapter",),
+    ),
 )
 
 

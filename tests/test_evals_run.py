@@ -292,11 +292,40 @@ def test_an_openai_compatible_endpoint_end_to_end(served, tmp_path, monkeypatch,
 # ---- vLLM, through the trainer's stand-in ---------------------------------------------------------------
 
 
+def early_stopping_copy(tiny: str, out: Path) -> str:
+    """The tiny model with its end-of-turn logit raised towards where its last hidden states point, so
+    its answers end after different numbers of tokens (the untrained model almost never stops)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from spiral_arena.agents.prompting import stop_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    stop = stop_token_ids(tokenizer, model.generation_config)[0]
+    ids = tokenizer("Work through the problem step by step and give the answer.", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        direction = model(ids, output_hidden_states=True).hidden_states[-1][0].mean(0)
+        model.get_output_embeddings().weight[stop] = 5.0 * direction / direction.norm() ** 2
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
+
+
 def test_vllm_backend_through_the_trainers_stand_in(tiny, tmp_path, monkeypatch):
     stand_in = pytest.importorskip("test_vllm_engine", reason="the trainer's vLLM stand-in")
+    tiny = early_stopping_copy(tiny, tmp_path / "model")
+    generated = []  # what the engine returned: (token ids, finish reason) per request
+
+    class RecordingLLM(stand_in.FakeLLM):
+        def generate(self, prompts, sampling_params=None, **kwargs):
+            outputs = super().generate(prompts, sampling_params, **kwargs)
+            generated.extend((list(o.outputs[0].token_ids), o.outputs[0].finish_reason) for o in outputs)
+            return outputs
+
     module = types.ModuleType("vllm")
     module.LLM, module.SamplingParams, module.TokensPrompt = (
-        stand_in.FakeLLM,
+        RecordingLLM,
         stand_in.SamplingParams,
         stand_in.TokensPrompt,
     )
@@ -308,7 +337,15 @@ def test_vllm_backend_through_the_trainers_stand_in(tiny, tmp_path, monkeypatch)
     manifest = json.loads((tmp_path / "run" / MANIFEST_FILE).read_text())
     assert manifest["engine"]["backend"] == "vllm" and manifest["model"]["kind"] == "vllm"
     samples = read_samples(tmp_path / "run")
-    assert len(samples) == 6 and all(1 <= s["tokens"] <= 6 for s in samples)
+    # each sample is one request's output: its text, its token count, ended by a stop token or not
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    expected = [
+        (tokenizer.decode(ids, skip_special_tokens=True), len(ids), reason == "stop") for ids, reason in generated
+    ]
+    assert len(samples) == 6 and {done for _, _, done in expected} == {True, False}  # some stopped early
+    assert sorted((s["response"], s["tokens"], s["finished"]) for s in samples) == sorted(expected)
 
 
 # ---- the training hook -----------------------------------------------------------------------------------
