@@ -181,6 +181,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "self.model = base",
         ("tests/test_trainer_real_models.py::test_lora_resume_continues_with_the_same_adapter",),
     ),
+    Mutant(
+        "evals: a parquet file loses its first row",
+        "evals/data.py",
+        "return pq.read_table(path).to_pylist()",
+        "return pq.read_table(path).to_pylist()[1:]",
+        ("tests/test_evals_data.py::test_parquet_files_load_like_jsonl",),
+        requires="pyarrow",
+    ),
 )
 
 
@@ -209,11 +217,28 @@ def missing_requirement(mutant: Mutant) -> str:
     return ""
 
 
+def source_files() -> list[str]:
+    """The checkout's files as git sees them (tracked, or new and not ignored: no venvs, runs or caches);
+    outside a git checkout, every file but those under SKIPPED_DIRS."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True
+    )
+    if listed.returncode == 0:
+        return [name for name in listed.stdout.decode().split("\0") if name and (REPO / name).is_file()]
+    return [
+        str(path.relative_to(REPO))
+        for path in REPO.rglob("*")
+        if path.is_file() and not SKIPPED_DIRS & set(path.relative_to(REPO).parts)
+    ]
+
+
 def copy_tree(scratch: Path) -> Path:
-    """The checkout copied under ``scratch`` (no venv, caches or runs), with the shared/ folder beside it
-    linked, as the tests expect (``tests/conftest.py``: SHARED_DATA)."""
+    """The checkout's files copied under ``scratch``, with the shared/ folder beside it linked, as the
+    tests expect it (``tests/conftest.py``: SHARED_DATA)."""
     copy = scratch / REPO.name
-    shutil.copytree(REPO, copy, ignore=lambda d, names: [n for n in names if n in SKIPPED_DIRS or n.endswith(".pyc")])
+    for name in source_files():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, copy / name)
     shared = REPO.parent / "shared"
     if shared.is_dir():
         (scratch / "shared").symlink_to(shared, target_is_directory=True)
