@@ -46,10 +46,7 @@ class Mutant:
     python: str = ""  # the interpreter that runs the tests; default: the one running this script
 
 
-DELTA_BELIEF = (
-    "tests/test_trainer_groups.py::test_delta_belief_advantages_and_statistics_in_groups_of_three"
-)
-
+DELTA_BELIEF = "tests/test_trainer_groups.py::test_delta_belief_advantages_and_statistics_in_groups_of_three"
 LAYERS = "tests/test_layering.py::test_a_layer_imports_nothing_above_it"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -192,9 +189,9 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-def occurrences(mutant: Mutant, root: Path = REPO) -> int:
-    """How often the entry's code occurs in its file under ``root`` (0 when the file is missing)."""
-    path = root / mutant.file
+def occurrences(mutant: Mutant) -> int:
+    """How often the entry's code occurs in its file (0 when the file is missing)."""
+    path = REPO / mutant.file
     return path.read_text().count(mutant.code) if path.is_file() else 0
 
 
