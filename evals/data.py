@@ -313,7 +313,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
             import pyarrow.parquet as pq
         except ImportError:
             raise DataError(
-                f"{path}: reading parquet needs pyarrow (pip install pyarrow); or convert it to JSONL"
+                f"{path}: reading parquet needs pyarrow (pip install 'spiral-arena[eval]'); or convert it to JSONL"
             ) from None
         return pq.read_table(path).to_pylist()
     raise DataError(f"{path}: unsupported file type {suffix!r}; use {', '.join(FILE_SUFFIXES)}")

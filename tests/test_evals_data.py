@@ -147,7 +147,7 @@ def test_bad_rows_are_named_by_number_and_field_never_by_content(tmp_path):
 
 
 def test_parquet_files_load_like_jsonl(tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow comes with the eval extra: pip install -e '.[eval]'")
     import pyarrow
 
     rows = [json.loads(line) for line in (DATA / "mmlu_pro.jsonl").read_text().splitlines()]

@@ -152,9 +152,25 @@ def test_compare_cli_prints_a_table_and_writes_a_png_and_json(runs, tmp_path, ca
     png, out = tmp_path / "delta.png", tmp_path / "delta.json"
     assert main(["eval", "compare", str(a), str(b), "--png", str(png), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "math500" in printed and "p" in printed and "overall" in printed
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
-    assert json.loads(out.read_text())["benchmarks"]["math500"]["delta"] > 0.1
+    written = json.loads(out.read_text())
+    assert written["benchmarks"]["math500"]["delta"] > 0.1
+    # every row of the printed table says what the JSON says: items, A, B, delta and interval in points, p
+    table = {}
+    for line in printed.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) == 7 and cells[0] not in ("benchmark", ""):
+            table[cells[0]] = cells[1:]
+    rows = {**written["benchmarks"], **written["averages"]}
+    assert set(table) == set(rows) == {"math500", "aime24", "mmlu_pro", "math average", "overall"}
+    for name, row in rows.items():
+        items, before, after, delta, interval, p = table[name]
+        assert items == str(row.get("items", ""))
+        low, high = (float(x) for x in interval.strip("[]").split(","))
+        shown = [float(before), float(after), float(delta), low, high, float(p)]
+        exact = [100 * row["before"], 100 * row["after"], 100 * row["delta"], *(100 * x for x in row["ci95"])]
+        assert shown == pytest.approx([*exact, row["p_value"]], abs=0.05 + 1e-9), name  # rounded to 0.1 points, p 0.001
+    assert float(table["math500"][3]) > 10  # B gained on math500, and the table says so with its sign
 
 
 # ---- a run directory is checked against its manifest (issue 27) -----------------------------------------

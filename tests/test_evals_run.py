@@ -343,6 +343,52 @@ def test_failed_requests_keep_the_finished_samples_and_resume_asks_only_for_the_
         server.stop()
 
 
+def early_stopping_copy(tiny: str, out: Path) -> str:
+    """The tiny model with its end-of-turn logit raised towards where its last hidden states point, so
+    its answers end after different numbers of tokens (the untrained model almost never stops)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from spiral_arena.models.prompting import stop_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    stop = stop_token_ids(tokenizer, model.generation_config)[0]
+    ids = tokenizer("Work through the problem step by step and give the answer.", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        direction = model(ids, output_hidden_states=True).hidden_states[-1][0].mean(0)
+        model.get_output_embeddings().weight[stop] = 5.0 * direction / direction.norm() ** 2
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
+
+
+
+def test_each_sample_is_its_requests_output(tiny, tmp_path, monkeypatch):
+    """A sample's text, token count and finished flag are those of the completion the engine returned for
+    its request (on a model whose answers end after different numbers of tokens)."""
+    from transformers import AutoTokenizer
+
+    from spiral_arena.models.hf import HFEngine
+
+    tiny = early_stopping_copy(tiny, tmp_path / "model")
+    generated = []  # what the engine returned: (token ids, finished) per request
+    original = HFEngine.generate
+
+    def recording(self, *args, **kwargs):
+        completions = original(self, *args, **kwargs)
+        generated.extend((list(c.token_ids), c.finished) for c in completions)
+        return completions
+
+    monkeypatch.setattr(HFEngine, "generate", recording)
+    run_eval(options(tiny, tmp_path / "run", benchmarks=["math500"]))
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    expected = [(tokenizer.decode(ids, skip_special_tokens=True), len(ids), done) for ids, done in generated]
+    samples = read_samples(tmp_path / "run")
+    assert len(samples) == 6 and {done for _, _, done in expected} == {True, False}  # some stopped early
+    assert sorted((s["response"], s["tokens"], s["finished"]) for s in samples) == sorted(expected)
+
+
 # ---- the training hook -----------------------------------------------------------------------------------
 
 

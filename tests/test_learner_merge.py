@@ -75,23 +75,32 @@ def test_weighted_aggregate_equals_the_repeated_rows(how):
 
 
 def unmerged_gradient(model, reference, turns, config) -> dict[str, torch.Tensor]:
-    """The full batch's objective, turn by turn as written in the losses, without merging."""
+    """The full batch's objective, turn by turn as written in the losses, without merging: the policy
+    loss, the KL to the reference and the entropy bonus."""
     model.zero_grad()
     ids, attention, positions, mask = pack([t.prompt_ids for t in turns], [t.response_ids for t in turns], 0, "cpu")
-    logp, mask = response_logprobs(model, ids, attention, positions, mask, config.temperature)
+    logp, mask, entropy = response_logprobs(model, ids, attention, positions, mask, config.temperature, entropy=True)
     advantages = torch.tensor([t.advantage for t in turns])
     with torch.no_grad():
         old = response_logprobs(model, ids, attention, positions, mask, config.temperature)[0]
         ref = response_logprobs(reference, ids, attention, positions, mask, config.temperature)[0]
     loss, _ = policy_loss(logp, old, advantages, mask, config.loss, config.clip, config.aggregation, 8)
     objective = loss + config.kl_coef * kl_to_reference(logp, ref, mask, config.aggregation, 8)
+    objective = objective - config.entropy_coef * aggregate(entropy, mask, config.aggregation, 8)
     objective.backward()
     return {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
+# (micro-batch, KL coefficient, entropy coefficient): merged rows of weights 5, 3, 2, 2, 1 share micro-batches
+# ([5, 3], [2, 2], [1] at 2; all five at 5), and each term alone carries the gradient once, so a term that
+# ignores the row weights moves the step by far more than float rounding
+TERMS = [(2, 0.3, 0.0), (5, 0.3, 0.0), (5, 0.0, 0.0), (5, 0.0, 0.5), (3, 0.3, 0.5)]
+
+
+@pytest.mark.parametrize(("micro_batch", "kl_coef", "entropy_coef"), TERMS)
 @pytest.mark.parametrize("loss", ["reinforce", "ppo"])
 @pytest.mark.parametrize("how", AGGREGATIONS)
-def test_merged_update_is_the_unmerged_update(loss, how):
+def test_merged_update_is_the_unmerged_update(loss, how, micro_batch, kl_coef, entropy_coef):
     """SGD with lr 1 moves each weight by minus its gradient: the merged learner's step must be the
     gradient of the unmerged objective, while its forward passes see 5 rows, not 13."""
     torch.manual_seed(0)
@@ -99,9 +108,17 @@ def test_merged_update_is_the_unmerged_update(loss, how):
     reference = copy.deepcopy(model).eval().requires_grad_(False)
     with torch.no_grad():  # a reference that differs, so the KL term has a gradient
         for p in reference.parameters():
-            p.add_(0.01 * torch.randn_like(p))
+            p.add_(0.05 * torch.randn_like(p))
     config = TrainConfig.build(
-        {"loss": loss, "aggregation": how, "epochs": 1, "micro_batch": 2, "kl_coef": 0.3, "max_new_tokens": 8}
+        {
+            "loss": loss,
+            "aggregation": how,
+            "epochs": 1,
+            "micro_batch": micro_batch,
+            "kl_coef": kl_coef,
+            "entropy_coef": entropy_coef,
+            "max_new_tokens": 8,
+        }
     )
     config.grad_clip = 1e9
     turns = duplicated_turns()
@@ -113,18 +130,28 @@ def test_merged_update_is_the_unmerged_update(loss, how):
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     total = (len(turns), sum(len(t.response_ids) for t in turns))
     cpu = torch.device("cpu")
-    stats = update(model, reference, optimizer, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
+    anchor = reference if kl_coef > 0 else None
+    stats = update(model, anchor, optimizer, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
     hook.remove()
 
     for name, p in model.named_parameters():
         torch.testing.assert_close(before[name] - p.detach(), expected[name], rtol=1e-4, atol=1e-7, msg=name)
-    # the head sees each micro-batch's response columns: groups [5, 3] x 3 wide, [2, 2] x 4, [1] x 4
-    # per pass over the 5 distinct rows (13 unmerged turns would be 7 micro-batches); PPO adds the old pass
-    assert sum(rows) == (2 * 3 + 2 * 4 + 1 * 4) * (2 if loss == "ppo" else 1)
+
+
+    # the head sees each micro-batch's response columns; merged rows of response lengths 3, 3, 2, 4, 4:
+    # at 2, [5, 3] x 3 wide, [2, 2] x 4, [1] x 4; at 3, [5, 3, 2] x 3, [2, 1] x 4; at 5, all five x 4
+    # (13 unmerged turns would be more rows); PPO adds the pass for the old log-probs
+    per_pass = {2: 2 * 3 + 2 * 4 + 1 * 4, 3: 3 * 3 + 2 * 4, 5: 5 * 4}[micro_batch]
+    assert sum(rows) == per_pass * (2 if loss == "ppo" else 1)
     # every turn's own sampled log-probs enter the on-policy check, not one per group
     learner = response_logprobs(before_model(model, before), *pack_all(turns))[0].detach()
     gaps = [(learner[k, : len(t.logprobs)] - torch.tensor(t.logprobs)).abs() for k, t in enumerate(turns)]
     assert stats["logprob_gap/mean"] == pytest.approx(float(torch.cat(gaps).mean()), rel=1e-5)
+    if entropy_coef:  # the logged entropy is the unmerged batch's mean entropy under the aggregation
+        with torch.no_grad():
+            entropy = response_logprobs(before_model(model, before), *pack_all(turns), entropy=True)[2]
+        expected_entropy = aggregate(entropy, pack_all(turns)[3], how, 8)
+        assert stats["entropy"] == pytest.approx(float(expected_entropy), rel=1e-5)
 
 
 def pack_all(turns):

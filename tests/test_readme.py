@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import csv
 import io
+import json
 import os
 import re
 import shlex
@@ -25,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,6 +88,16 @@ def test_python_block_runs_on_its_own(line: int, block: str) -> None:
     for promised in promised_lines(block):
         assert promised in printed, f"README.md:{line}: a comment promises {promised!r}; printed {printed}"
     checks[0](printed)
+
+
+def test_the_promise_parser_reads_every_print_comment() -> None:
+    """``promised_lines`` is what makes a README comment a checked promise: it must find each one."""
+    block = 'x = 1\nprint(x)  # 1\n    print("a", x)   # a 1\nprint(x)\ny = 2  # not printed\n'
+    assert promised_lines(block) == ["1", "a 1"]
+    for line, block in PYTHON_BLOCKS:  # a print with a comment, counted another way, is a promise read
+        commented = [s for s in block.splitlines() if s.lstrip().startswith("print(") and "  #" in s]
+        assert len(promised_lines(block)) == len(commented), f"README.md:{line}"
+    assert sum(len(promised_lines(block)) for _, block in PYTHON_BLOCKS) >= 3  # the README makes promises
 
 
 def test_every_python_check_has_its_block() -> None:
@@ -157,8 +170,176 @@ def assert_ok(command: str, result: subprocess.CompletedProcess[str]) -> None:
 
 
 def run_as_written(commands: list[str], cwd: Path) -> None:
+    """Exit 0 and no traceback; and where the README says what the command gives, that (PROMISES)."""
     (command,) = commands
-    assert_ok(command, run(command, cwd))
+    result = run(command, cwd)
+    assert_ok(command, result)
+    promise = promise_for(command)
+    if promise is not None:
+        promise(command, result, cwd)
+
+
+# --- what the README says a shell command gives ----------------------------------------------------------
+
+SEEN: dict[str, Any] = {}  # what a check saw, for the check of a later command (README order) that needs it
+
+
+def option(command: str, flag: str) -> str:
+    return re.search(rf"{flag} (\S+)", command).group(1)
+
+
+def metric_rows(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def plays_the_games_asked(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """--games 200: a summary of 200 games whose wins and draws add up, no invalid move by scripted agents."""
+    assert re.search(r"^200 game\(s\) of KuhnPoker-v0$", result.stdout, re.M), report(command, result)
+    wins = [int(n) for n in re.findall(r"wins (\d+), losses", result.stdout)]
+    draws = int(re.search(r"draws: (\d+)", result.stdout).group(1))
+    assert len(wins) == 2 and sum(wins) + draws == 200 and result.stdout.count("invalid moves 0") == 2
+
+
+def writes_a_run_directory(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """"A run directory holds config.json, metrics.jsonl (step 0: the warm start's loss and evaluation),
+    transcripts.jsonl, checkpoints/step_N/ ... and PNG plots"; at the end a table with the README's targets."""
+    run_dir, steps = cwd / option(command, "--output-dir"), int(option(command, "--steps"))
+    rows = metric_rows(run_dir)
+    assert [r["step"] for r in rows] == list(range(steps + 1))
+    assert "sft/loss_last" in rows[0] and any(k.startswith("eval/") for k in rows[0])
+    assert json.loads((run_dir / "config.json").read_text())["steps"] == steps
+    assert (run_dir / "transcripts.jsonl").stat().st_size > 0
+    assert (run_dir / "checkpoints" / f"step_{steps:06d}" / "spiral_arena.json").is_file()
+    assert (run_dir / "summary.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"Final evaluation at step {steps}" in result.stdout and "README targets" in result.stdout
+    SEEN[str(run_dir)] = rows
+
+
+def resumes_where_it_stopped(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """"same flags, more steps: continues exactly where it stopped"; "--resume says which step it continued
+    from": the rows written before stay as they were, and the run goes on to the new last step."""
+    name, steps = option(command, "--output-dir"), int(option(command, "--steps"))
+    before = SEEN.get(str(cwd / name))
+    assert before is not None, "the run this one resumes was not checked: run the whole module"
+    stopped = before[-1]["step"]
+    assert f"resumed {name} at step {stopped} of {steps} (from step_{stopped:06d})" in result.stdout
+    rows = metric_rows(cwd / name)
+    assert [r["step"] for r in rows] == list(range(steps + 1)) and rows[: stopped + 1] == before
+    assert (cwd / name / "checkpoints" / f"step_{steps:06d}" / "spiral_arena.json").is_file()
+
+
+def trains_on_two_ranks(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    writes_a_run_directory(command, result, cwd)
+    assert json.loads((cwd / option(command, "--output-dir") / "config.json").read_text())["rollout_shards"] == 2
+
+
+def writes_sft_data(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """The expert's decisions of 200 games, one JSON line each, as many as it says."""
+    records = [json.loads(line) for line in (cwd / option(command, "--out")).read_text().splitlines()]
+    written = re.search(r"wrote (\d+) decisions from 200 games to expert.jsonl", result.stdout)
+    assert written and int(written.group(1)) == len(records) > 200, report(command, result)
+    assert all(r["prompt"] and r["response"].startswith("\\boxed{") for r in records)
+
+
+def trains_delta_belief(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """One step with the belief statistics logged, no evaluation at the start, the held-out nouns at the end."""
+    rows = metric_rows(cwd / option(command, "--output-dir"))
+    assert [r["step"] for r in rows] == [0, 1] and not any(k.startswith("eval/") for k in rows[0])
+    assert {"belief/gain_mean", "belief/positive_share", "judge/dropped_games", "advantage_s"} <= rows[1].keys()
+    assert "eval/TwentyQuestions-v0:recap=true;words=builtin_test/mean_at_1" in rows[1]
+
+
+def ranks_questioners(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """"it finds 17-23% of the held-out nouns, the splitting expert 100% in 8.5 questions"; ranked by success."""
+    table = {}
+    for line in result.stdout.splitlines():
+        cells = line.split()
+        if len(cells) == 9 and cells[0].isdigit():
+            table[cells[1]] = cells
+    assert list(table) == ["expert", "expert#guess_prob=0.3", "random"], report(command, result)
+    assert table["expert"][2:5] == ["47", "47", "100.0%"] and table["expert"][6] == "8.5"
+    assert 17 <= float(table["expert#guess_prob=0.3"][4].rstrip("%")) <= 23
+
+
+def makes_two_models(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    for name in ("tiny-a", "tiny-b"):
+        assert (cwd / "runs" / name / "config.json").is_file() and (cwd / "runs" / name / "tokenizer.json").is_file()
+
+
+def scores_nothing(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """"The tiny models answer nonsense, so every score is 0"."""
+    out = cwd / option(command, "--output-dir")
+    scores = json.loads((out / "results.json").read_text())["benchmarks"]
+    assert set(scores) == set(option(command, "--benchmarks").split(","))
+    assert all(b["score"]["value"] == 0 for b in scores.values())
+    SEEN[str(out)] = json.loads((out / "manifest.json").read_text())["protocol_hash"]
+
+
+def compares_no_change(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """Per-benchmark deltas (B - A) with intervals and p-values, drawn: all 0 between two models scoring 0."""
+    rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in result.stdout.splitlines() if "│" in line]
+    assert {r[0] for r in rows} >= {"math500", "amc23", "mmlu_pro", "gpqa_diamond", "overall"}
+    assert all(r[4:] == ["+0.0", "[+0.0, +0.0]", "1.000"] for r in rows), report(command, result)
+    assert (cwd / option(command, "--png")).read_bytes()[:4] == b"\x89PNG"
+
+
+def regrades_with_a_new_hash(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """"grades the stored responses again with another extraction mode ... and records the new protocol hash"."""
+    out = cwd / command.split()[3]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["protocol"]["preset"]["math"]["extraction"] == option(command, "--math-extraction")
+    assert manifest["regraded_from_protocol_hash"] == SEEN[str(out)] != manifest["protocol_hash"]
+
+
+def ranks_every_run(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """"random, expert and the latest checkpoint of every run in ./runs"."""
+    runs = [run / "checkpoints" for run in (cwd / "runs").iterdir() if (run / "checkpoints").is_dir()]
+    latest = [max(checkpoints.glob("step_*")).relative_to(cwd) for checkpoints in runs]
+    assert len(latest) >= 2  # the trained runs above
+    for name in ("random", "expert", *(f"hf:{path}" for path in latest)):
+        assert re.search(rf"^\s+\d+\s+{re.escape(name)}\s", result.stdout, re.M), f"{name} not ranked"
+
+
+def plays_every_pair(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    """Three agents, two games, --games-per-pair 20: 3 pairs x 2 games x 20 games stored."""
+    from conftest import stored_rows
+
+    games = stored_rows(cwd / option(command, "--db"))
+    agents = set(option(command, "--agents").split(","))
+    assert len(games) == 3 * 2 * 20 and {g["env_id"] for g in games} == {"KuhnPoker-v0", "TicTacToe-v0"}
+    assert {g["player0"] for g in games} | {g["player1"] for g in games} == agents
+
+
+def shows_the_board(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    with open(cwd / option(command, "--csv"), newline="") as f:
+        overall = [row["agent"] for row in csv.DictReader(f) if row["scope"] == "overall"]
+    assert overall[:2] == ["expert", "random"] and len(overall) == 3
+    assert (cwd / option(command, "--png")).read_bytes()[:4] == b"\x89PNG"
+    assert "</html>" in (cwd / option(command, "--html")).read_text()
+
+
+PROMISES: dict[str, Callable[[str, subprocess.CompletedProcess[str], Path], None]] = {
+    "spiral-arena play KuhnPoker-v0 --p0 expert --p1 random --games 200": plays_the_games_asked,
+    "spiral-arena train --opponent random --output-dir runs/vs_random --steps 4": writes_a_run_directory,
+    "spiral-arena train --opponent random --output-dir runs/vs_random --steps 6": resumes_where_it_stopped,
+    "torchrun --standalone --nproc_per_node 2": trains_on_two_ranks,
+    "spiral-arena collect --agent expert": writes_sft_data,
+    "spiral-arena train --algo delta-belief --output-dir runs/twenty_q": trains_delta_belief,
+    "spiral-arena leaderboard run --games TwentyQuestions-v0": ranks_questioners,
+    "python -c \"from trainers.tiny import create_tiny": makes_two_models,
+    "spiral-arena eval --model hf:runs/tiny-": scores_nothing,
+    "spiral-arena eval compare": compares_no_change,
+    "spiral-arena eval regrade": regrades_with_a_new_hash,
+    "spiral-arena leaderboard": ranks_every_run,
+    "spiral-arena leaderboard run --agents": plays_every_pair,
+    "spiral-arena leaderboard show": shows_the_board,
+}
+
+
+def promise_for(command: str) -> Callable[[str, subprocess.CompletedProcess[str], Path], None] | None:
+    """The check of the longest PROMISES prefix of ``command``, or None."""
+    matches = [prefix for prefix in PROMISES if command.startswith(prefix)]
+    return PROMISES[max(matches, key=len)] if matches else None
 
 
 def covered_by_ci(commands: list[str], cwd: Path) -> None:
@@ -329,6 +510,15 @@ def test_every_special_case_names_a_readme_command() -> None:
     commands = [command for _, command in shell_commands()]
     for prefix in SPECIAL:
         assert any(c.startswith(prefix) for c in commands), f"SPECIAL[{prefix!r}] matches no README command"
+
+
+def test_every_promise_is_checked_on_a_readme_command() -> None:
+    """A PROMISES entry that matches no command, or one whose command is not run as written, checks nothing."""
+    commands = [command for _, command in shell_commands()]
+    for prefix, check in PROMISES.items():
+        matched = [c for c in commands if promise_for(c) is check]
+        assert matched, f"PROMISES[{prefix!r}] matches no README command"
+        assert all(special_case(c) is DEFAULT for c in matched), f"PROMISES[{prefix!r}] names a SPECIAL command"
 
 
 def test_comments_and_continuations_are_parsed() -> None:

@@ -257,12 +257,15 @@ def test_malformed_requests_get_clear_json_errors(random_server, body, status, p
 
 def test_a_token_guarded_server_refuses_requests_without_it(guarded_server):
     chat = {"messages": [{"role": "user", "content": "Your turn. Legal actions: [a]."}]}
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+    # "Bearer" is the scheme with an empty token ("Bearer " with its trailing space is no valid header value)
+    near_misses = ("Bearer wrong", TOKEN, "Bearer", f"Bearer {TOKEN[:-1]}", f"Bearer {TOKEN[:3]}")
+    near_misses += (f"Bearer {TOKEN}x", f"Bearer {TOKEN} x", f"Bearer {TOKEN.lower()}", f"Basic {TOKEN}")
+    for headers in ({}, *({"Authorization": value} for value in near_misses)):
         for response in (
             httpx.get(f"{guarded_server.url}/models", headers=headers),
             httpx.post(f"{guarded_server.url}/chat/completions", json=chat, headers=headers),
         ):
-            assert response.status_code == 401
+            assert response.status_code == 401, headers
             assert response.json()["error"]["type"] == "authentication_error"
     good = {"Authorization": f"Bearer {TOKEN}"}
     assert httpx.get(f"{guarded_server.url}/models", headers=good).status_code == 200

@@ -89,6 +89,52 @@ def test_run_directory_has_everything(finished_run):
     assert not list((run / "checkpoints").glob(".tmp*"))
 
 
+def replayed_advantages(run: Path) -> list[float]:
+    """RAE as it is wired into the loop, replayed from a run's own files; returns the advantages checked.
+
+    At each step with transcripts: the games in the order they were trained, each policy seat's
+    advantage its game's reward minus that (game, seat)'s baseline read before the game, which then
+    moves by the EMA (decay from config.json), starting from the baselines logged at the step before
+    (none: 0). Every turn must carry its seat's advantage, and after the step the baselines must be
+    the ones logged at that step."""
+    decay = json.loads((run / "config.json").read_text())["rae_decay"]
+    metrics = {r["step"]: r for r in rows(run)}
+    transcript = [json.loads(line) for line in (run / "transcripts.jsonl").read_text().splitlines()]
+    checked = []
+    for step in sorted({t["step"] for t in transcript}):
+        lines = [t for t in transcript if t["step"] == step]
+        baselines = {k.removeprefix("rae/"): v for k, v in metrics[step - 1].items() if k.startswith("rae/")}
+        indices = [t["game_index"] for t in lines]
+        assert indices == sorted(indices) and set(indices) == set(range(indices[-1] + 1))  # each game's turns together
+        games_played = sum(v for k, v in metrics[step].items() if k.startswith("train/") and k.endswith("/games"))
+        assert len(set(indices)) == games_played  # no game is missing from the file
+        expected = []
+        for index in range(indices[-1] + 1):
+            turns = [t for t in lines if t["game_index"] == index]
+            rewards, seats = turns[0]["game_rewards"], turns[0]["policy_seats"]
+            advantage = {}
+            for seat in seats:  # a seat that never got to move still moves its baseline
+                key = f"{turns[0]['game']}/{seat}"
+                old = baselines.get(key, 0.0)
+                advantage[seat] = rewards[seat] - old
+                baselines[key] = decay * old + (1 - decay) * rewards[seat]
+            for turn in turns:
+                assert turn["reward"] == rewards[turn["role"]] and turn["role"] in seats
+                expected.append(advantage[turn["role"]])
+        assert [t["advantage"] for t in lines] == pytest.approx(expected, rel=1e-12, abs=1e-12)
+        logged = {k.removeprefix("rae/"): v for k, v in metrics[step].items() if k.startswith("rae/")}
+        assert logged == pytest.approx(baselines, rel=1e-12, abs=1e-12)
+        checked += expected
+    return checked
+
+
+def test_self_play_advantages_replay_from_the_run_files(finished_run):
+    """Steps 2 and 4, from the baselines logged at steps 1 and 3. (After this short warm start most games
+    open with an invalid move: seat 1 then never moves, but its baseline does.)"""
+    advantages = replayed_advantages(finished_run)
+    assert len(advantages) >= 2 * 24 and any(a != 0 for a in advantages)
+
+
 def test_checkpoint_plays_as_an_hf_agent(finished_run):
     import spiral_arena
     from spiral_arena.agents import RandomAgent, make_agent
@@ -239,6 +285,9 @@ def test_state_baseline_in_a_training_step(tmp_path):
         )
         runs[state_baseline] = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
     plain, turns = runs[0], runs[2]
+    advantages = replayed_advantages(tmp_path / "run0")  # step 1 from zero baselines, real games
+    assert len(advantages) == len(plain) and min(advantages) < 0 < max(advantages)
+    assert {t["role"] for t in plain} == {0, 1}
     assert [t["response"] for t in plain] == [t["response"] for t in turns]  # the same games
     groups: dict[tuple, list[int]] = {}
     for i, t in enumerate(turns):

@@ -4,7 +4,6 @@ per-turn bookkeeping the advantages read, and end-to-end CPU runs of both algori
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,7 +57,7 @@ def test_a_group_shares_its_seed_and_secret_and_nothing_else():
         assert len({g.secret for g in games}) == 1  # one secret per group
         questions = [tuple(t.response for t in g.turns) for g in games]
         assert len(set(questions)) == 4  # what was sampled differs
-    assert len({games[0].secret for games in by_seed.values()}) > 1 or len(by_seed) == 3
+    assert len({games[0].secret for games in by_seed.values()}) == 3  # and the groups' secrets differ
     again = groups(0)
     assert [(r.seed, r.secret) for r in sorted(again, key=lambda r: r.seed)] == [
         (r.seed, r.secret) for r in sorted(results, key=lambda r: r.seed)
@@ -123,12 +122,20 @@ def test_a_wave_asks_the_judge_at_once_and_failed_games_leave_the_update():
     [failed] = [r for r in results if "error" in r.verdicts]
     assert failed.verdicts == ["error", "no"] and all(r.verdicts == ["no", "no"] for r in results if r is not failed)
     config = TrainConfig.build({"algo": "starpo", "games": spec})
-    for game in results:
-        game.shaped = (float(game.seed % 7),)  # returns that differ between groups only
+    for index, game in enumerate(results):
+        game.shaped = (float(index**2),)  # every game its own return, so a group's normalisation shows who is in it
     keys = [r.seed for r in results]
     stats = group_advantages(results, keys, config, model=None, policy=None)
     assert stats == {"judge/dropped_games": 1.0}
     assert all(t.advantage == 0.0 for t in failed.turns)
+    answered = [r for r in results if r is not failed]
+    expected = starpo_advantages([g.shaped[0] for g in answered], [g.seed for g in answered])
+    for game, advantage in zip(answered, expected, strict=True):
+        assert [t.advantage for t in game.turns] == pytest.approx([advantage] * 2)
+    # had the failed game stayed in its group, the others' advantages would differ
+    with_failed = starpo_advantages([g.shaped[0] for g in results], keys)
+    kept = [a for game, a in zip(results, with_failed, strict=True) if game is not failed]
+    assert max(abs(a - b) for a, b in zip(expected, kept, strict=True)) > 0.1
 
 
 @pytest.fixture(scope="module")
@@ -155,10 +162,11 @@ def test_delta_belief_reads_belief_before_each_turn_and_after_the_last(tiny_poli
     lost = lost_game(Policy(counting_engine(), CharTokenizer(), "bare"), 1)
     config = TrainConfig.build({"algo": "delta-belief", "turn_norm": "active", "belief_coef": 0.5})
     stats = group_advantages([won, lost], ["g", "g"], config, model, policy)
-    expected_rewards = []
+    expected_rewards, gains = [], []
     for game in (won, lost):  # belief b_0 on the first prompt, b_t before turn t + 1, b_T after the last answer
         histories = [t.prompt for t in game.turns] + [game.final_observation]
         beliefs = log_beliefs(model, policy, histories, ["dog"] * len(histories))
+        gains += [later - earlier for earlier, later in zip(beliefs[:-1], beliefs[1:], strict=True)]
         end = game.shaped[0] - sum(game.penalties)
         expected_rewards.append(delta_belief_rewards(beliefs, game.penalties, end, game.won, lam=0.5))
     expected = turnwise_advantages(expected_rewards, ["g", "g"], 4, mode="active")
@@ -166,8 +174,78 @@ def test_delta_belief_reads_belief_before_each_turn_and_after_the_last(tiny_poli
     assert [len(a) for a in got] == [4, 3]
     assert [a for game in got for a in game] == pytest.approx([a for game in expected for a in game])
     assert expected[0][3] == 0.0  # turn 4: only the won game was still running
-    assert set(stats) == {"judge/dropped_games", "belief/gain_mean", "belief/positive_share"}
-    assert 0 <= stats["belief/positive_share"] <= 1 and stats["judge/dropped_games"] == 0
+    mean, positive_share = sum(gains) / len(gains), sum(g > 0 for g in gains) / len(gains)
+    expected_stats = {"judge/dropped_games": 0, "belief/gain_mean": mean, "belief/positive_share": positive_share}
+    assert stats == pytest.approx(expected_stats, rel=1e-5, abs=1e-6)
+
+
+def three_games(secret: str) -> list:
+    """Three games on ``secret`` with different returns and lengths: a win after a repeated and an
+    invalid question (4 turns), a win at the first question, and a loss (4 questions)."""
+    specs, weights = parse_mixture(f"TwentyQuestions-v0:secret={secret};max_questions=4", "")
+    script = ["Is it alive?", "Is it alive?", "bad", f"Is it a {secret}?"]
+
+    def scripted_win(prompt_ids: list[int]) -> str:
+        asked = "".join(chr(i) for i in prompt_ids).count("[GAME] Question ")
+        return f"\\boxed{{{script[min(asked, 3)]}}}"
+
+    answers = [scripted_win, lambda p: f"\\boxed{{Is it a {secret}?}}", None]
+    games = []
+    for seed, answer in enumerate(answers):
+        engine = counting_engine() if answer is None else EchoEngine(CharTokenizer(), answer)
+        policy = Policy(engine, CharTokenizer(), "bare")
+        rng = np.random.default_rng(seed)
+        games += play(policy, specs, weights, min_samples=0, games=1, games_in_flight=1, rng=rng)
+    assert [len(g.turns) for g in games] == [4, 1, 4] and [g.won for g in games] == [True, True, False]
+    assert len({g.shaped[0] for g in games}) == 3
+    return games
+
+
+def test_delta_belief_advantages_and_statistics_in_groups_of_three(tiny_policy):
+    """Two groups of three games (secrets dog and cat), each game's belief in its own secret read by the
+    tiny model: every turn's advantage and the belief/* statistics equal the values computed here from
+    those beliefs, lambda = belief_coef = 0.5 and the default per-turn normalisation (padded). The
+    beliefs matter: without the bonus, with the default lambda, or with one secret for both groups, the
+    advantages would differ, and the gains have both signs."""
+    model, policy = tiny_policy
+    results = three_games("dog") + three_games("cat")
+    keys = ["dog"] * 3 + ["cat"] * 3
+    config = TrainConfig.build({"algo": "delta-belief", "belief_coef": 0.5})
+    assert config.turn_norm == "padded"
+    stats = group_advantages(results, keys, config, model, policy)
+
+    def beliefs_for(secrets: list[str]) -> list[list[float]]:
+        out = []
+        for game, secret in zip(results, secrets, strict=True):
+            histories = [t.prompt for t in game.turns] + [game.final_observation]
+            out.append(log_beliefs(model, policy, histories, [secret] * len(histories)))
+        return out
+
+    def advantages(beliefs: list[list[float]], lam: float) -> list[float]:
+        rewards = [
+            delta_belief_rewards(b, g.penalties, g.shaped[0] - sum(g.penalties), g.won, lam)
+            for g, b in zip(results, beliefs, strict=True)
+        ]
+        return [a for game in turnwise_advantages(rewards, keys, 4) for a in game]
+
+    beliefs = beliefs_for(keys)
+    expected = advantages(beliefs, 0.5)
+    got = [t.advantage for g in results for t in g.turns]
+    assert got == pytest.approx(expected, rel=1e-5, abs=1e-6)  # beliefs batched otherwise: float rounding
+    gains = [later - earlier for game in beliefs for earlier, later in zip(game[:-1], game[1:], strict=True)]
+    assert len(gains) == len(got) and min(gains) < 0 < max(gains)
+    assert stats == pytest.approx(
+        {
+            "judge/dropped_games": 0.0,
+            "belief/gain_mean": sum(gains) / len(gains),
+            "belief/positive_share": sum(g > 0 for g in gains) / len(gains),
+        },
+        rel=1e-5,
+        abs=1e-6,
+    )
+    # what a test with these games can tell apart: each of these would give other advantages
+    for other in (advantages(beliefs, 0.0), advantages(beliefs, 0.1), advantages(beliefs_for(["dog"] * 6), 0.5)):
+        assert max(abs(a - b) for a, b in zip(other, expected, strict=True)) > 1e-3
 
 
 SMALL = {
@@ -210,7 +288,8 @@ def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
     assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_group_algorithms_refuse_games_that_do_not_fit(tmp_path):
+def test_group_algorithms_refuse_games_that_do_not_fit(tmp_path, capsys):
+    from spiral_arena.cli import main
     from trainers.config import ConfigError
 
     with pytest.raises(ConfigError, match="starpo is for single-player games; KuhnPoker-v0 has two players"):
@@ -219,7 +298,9 @@ def test_group_algorithms_refuse_games_that_do_not_fit(tmp_path):
         TrainConfig.build({"algo": "starpo", "groups_per_step": 3, "rollout_shards": 2})
     with pytest.raises(ConfigError, match="group_size: must be at least 2"):
         TrainConfig.build({"algo": "delta-belief", "group_size": 1})
-    assert not Path(tmp_path / "never").exists()
+    never = tmp_path / "never"  # the command refuses before it creates the run directory
+    assert main(["train", "--algo", "starpo", "--games", "KuhnPoker-v0", "--output-dir", str(never)]) == 2
+    assert "starpo is for single-player games" in capsys.readouterr().err and not never.exists()
 
 
 def test_held_out_evaluation_plays_every_secret_k_times(tmp_path):

@@ -4,6 +4,7 @@ memory: test_logprobs.py.)"""
 
 from __future__ import annotations
 
+import json
 import pickle
 import shutil
 
@@ -184,8 +185,14 @@ def test_lora_resume_continues_with_the_same_adapter(tmp_path):
     from spiral_arena.agents import make_agent
     from spiral_arena.agents.hf import HFAgent
 
-    agent = make_agent(f"hf:{straight / 'checkpoints' / 'step_000004'}", max_new_tokens=8)
-    assert isinstance(agent, HFAgent) and len(agent.kuhn_policy()) == 12
+    agent = make_agent(f"hf:{straight / 'checkpoints' / 'step_000004'}", max_new_tokens=8, temperature=1.0)
+    assert isinstance(agent, HFAgent)
+    # the merged agent plays the policy the trainer evaluated at step 4 with the adapter on (at temperature 1)
+    last = json.loads((straight / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 4
+    trained = {k.removeprefix("eval/kuhn_p_bet/"): v for k, v in last.items() if k.startswith("eval/kuhn_p_bet/")}
+    played = agent.kuhn_policy()
+    assert len(trained) == 12 and played == pytest.approx(trained, rel=1e-4, abs=1e-5)
     with pytest.raises(ValueError, match="holds a LoRA adapter, but lora_rank is 0"):
         train(TrainConfig.build({**SMALL, "output_dir": str(resumed), "resume": True, "lora_rank": 0}))
 

@@ -271,7 +271,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     scores.update(reasoning(policy, tokenizer, config))
             if ddp.main:
                 metrics.update(scores)
-                log.transcripts(step, turns)
+                log.transcripts(step, results)
                 bar.write(eval_line(step, scores, trained_labels))
         log.write(metrics)
         if step % config.save_every == 0 or last:
@@ -746,25 +746,28 @@ class MetricsLog:
         if self.wandb is not None:
             self.wandb.log(numbers, step=metrics["step"])
 
-    def transcripts(self, step: int, turns: list[Turn]) -> None:
+    def transcripts(self, step: int, games: list[GameResult]) -> None:
+        """One line per turn of the step's games. ``game_index`` (the game's place among the step's games,
+        in the order the advantages were computed), ``game_rewards`` (its rewards per seat, as trained on)
+        and ``policy_seats`` let the step's advantages be replayed from the file alone."""
         if not self.enabled:
             return
-        for t in turns:
-            self.transcript_file.write(
-                json.dumps(
-                    {
-                        "step": step,
-                        "game": t.game,
-                        "role": t.role,
-                        "prompt": t.prompt,
-                        "response": t.response,
-                        "action": response_action(t.response),
-                        "reward": t.reward,
-                        "advantage": t.advantage,
-                    }
-                )
-                + "\n"
-            )
+        for index, game in enumerate(games):
+            for t in game.turns:
+                record = {
+                    "step": step,
+                    "game": t.game,
+                    "role": t.role,
+                    "prompt": t.prompt,
+                    "response": t.response,
+                    "action": response_action(t.response),
+                    "reward": t.reward,
+                    "advantage": t.advantage,
+                    "game_index": index,
+                    "game_rewards": list(game.shaped),
+                    "policy_seats": list(game.policy_seats),
+                }
+                self.transcript_file.write(json.dumps(record) + "\n")
         self.transcript_file.flush()
 
 
