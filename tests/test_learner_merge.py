@@ -135,7 +135,8 @@ def test_merged_update_is_the_unmerged_update(loss, how, micro_batch, kl_coef, e
     hook.remove()
 
     for name, p in model.named_parameters():
-        torch.testing.assert_close(before[name] - p.detach(), expected[name], rtol=1e-4, atol=1e-7, msg=name)
+        # float rounding moves entries by up to ~3e-7 (gradients up to ~0.2); an unweighted term by ~1e-2
+        torch.testing.assert_close(before[name] - p.detach(), expected[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
     # the head sees each micro-batch's response columns; merged rows of response lengths 3, 3, 2, 4, 4:
