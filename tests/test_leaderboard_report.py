@@ -144,8 +144,8 @@ def test_float_noise_around_zero_prints_as_zero(tmp_path):
     text = console.export_text()
     assert "e-17" not in text and "0.0000" in text
     assert "e-17" not in report.html_page(standings)
-    assert report._num(-1e-17, "+.3f") == "+0.000" and report._num(-0.0004, ".3f") == "0.000"
-    assert report._pct(-1e-15) == "0.0%" and report._num(0.25, ".4f") == "0.2500"
+    assert report.columns.num(-1e-17, "+.3f") == "+0.000" and report.columns.num(-0.0004, ".3f") == "0.000"
+    assert report.columns._pct(-1e-15) == "0.0%" and report.columns.num(0.25, ".4f") == "0.2500"
 
 
 def test_long_names_are_wrapped_at_separators():
@@ -157,7 +157,7 @@ def test_long_names_are_wrapped_at_separators():
     assert len(long) == report.NAME_LINES and long[-1].endswith("/step_000140")
     assert all(len(line) <= report.NAME_WIDTH for line in long)
     keys = report.agent_keys(long_name_standings())
-    assert list(keys.values()) == list("ABCDEFG") and report._letters(26) == "AA"
+    assert list(keys.values()) == list("ABCDEFG") and report.columns._letters(26) == "AA"
 
 
 def test_png_matrix_dominates_with_long_names(tmp_path):
