@@ -8,6 +8,10 @@ import csv
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from rich.console import Console
 from leaderboard import report, store
 from leaderboard.entrants import parse_entrants
 from leaderboard.reasoning import ReasoningColumn, ReasoningScore
+from leaderboard.report import page
 from leaderboard.runner import run
 from leaderboard.standings import AgentStanding, apply_prices, compute, parse_prices
 from leaderboard.store import AgentRecord, StoredGame
@@ -354,3 +359,26 @@ def test_every_output_is_byte_for_byte_as_recorded(golden_standings, tmp_path):
     for name in ("page.html", "standings.csv", "standings.json", "tables.txt"):
         recorded, made = (GOLDEN / name).read_bytes(), (tmp_path / name).read_bytes()
         assert made == recorded, f"{name} differs from {GOLDEN / name}; the new one is {tmp_path / name}"
+
+
+def test_a_wheel_ships_the_pages_style_and_script(tmp_path):
+    """A non-editable install gets ``page.css`` and ``page.js`` (read with importlib.resources when a page is
+    written), and every other data file of the leaderboard package: a wheel built from a copy of the sources
+    (pyproject.toml, README.md, leaderboard/) holds each, byte for byte."""
+    pytest.importorskip("setuptools", reason="building a wheel needs setuptools in this venv")
+    root = Path(__file__).resolve().parents[1]
+    source = tmp_path / "src"
+    shutil.copytree(root / "leaderboard", source / "leaderboard", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, source / name)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    subprocess.run([*command, "-w", str(tmp_path / "dist"), str(source)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    data = [p for p in (source / "leaderboard").rglob("*") if p.is_file() and p.suffix != ".py"]
+    assert {f"leaderboard/report/{name}" for name in page.ASSETS} <= {p.relative_to(source).as_posix() for p in data}
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = set(archive.namelist())
+        for path in data:
+            name = path.relative_to(source).as_posix()
+            assert name in shipped, f"{name} is not package data: add it to [tool.setuptools.package-data]"
+            assert archive.read(name) == path.read_bytes()
