@@ -3,18 +3,26 @@ real headless Chromium (rows, sorting by clicking headers, a screenshot)."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from leaderboard import report, store
 from leaderboard.entrants import parse_entrants
+from leaderboard.reasoning import ReasoningColumn, ReasoningScore
+from leaderboard.report import page
 from leaderboard.runner import run
-from leaderboard.standings import compute
+from leaderboard.standings import AgentStanding, apply_prices, compute, parse_prices
 from leaderboard.store import AgentRecord, StoredGame
 
 AGENTS = "random,expert,expert#alpha=0,random#seed=2"
@@ -141,8 +149,8 @@ def test_float_noise_around_zero_prints_as_zero(tmp_path):
     text = console.export_text()
     assert "e-17" not in text and "0.0000" in text
     assert "e-17" not in report.html_page(standings)
-    assert report._num(-1e-17, "+.3f") == "+0.000" and report._num(-0.0004, ".3f") == "0.000"
-    assert report._pct(-1e-15) == "0.0%" and report._num(0.25, ".4f") == "0.2500"
+    assert report.columns.num(-1e-17, "+.3f") == "+0.000" and report.columns.num(-0.0004, ".3f") == "0.000"
+    assert report.columns._pct(-1e-15) == "0.0%" and report.columns.num(0.25, ".4f") == "0.2500"
 
 
 def test_long_names_are_wrapped_at_separators():
@@ -154,7 +162,7 @@ def test_long_names_are_wrapped_at_separators():
     assert len(long) == report.NAME_LINES and long[-1].endswith("/step_000140")
     assert all(len(line) <= report.NAME_WIDTH for line in long)
     keys = report.agent_keys(long_name_standings())
-    assert list(keys.values()) == list("ABCDEFG") and report._letters(26) == "AA"
+    assert list(keys.values()) == list("ABCDEFG") and report.columns._letters(26) == "AA"
 
 
 def test_png_matrix_dominates_with_long_names(tmp_path):
@@ -245,3 +253,132 @@ def test_html_page_with_long_names_fits_1280_pixels(tmp_path):
             assert headers[1] == ["A", LONG_LABELS[0]]
         finally:
             browser.close()
+
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "leaderboard_report"
+API_LABEL = "openai:gpt-4o-mini@http://127.0.0.1:9/v1"
+ODD_LABEL = 'newcomer <b>&"x"'  # few games (provisional) and every character HTML escapes
+FIELD = ("random", "expert", API_LABEL, "flaky")
+
+
+def golden_row(env_id, player0, player1, seed, **columns):
+    """One stored game, with the bookkeeping columns the standings never read fixed."""
+    base = dict(env_version="1", spec0=player0, spec1=player1, transcript="{}", steps=5, duration_s=0.5)
+    base |= dict(started_at="2026-12-01T00:00:00", finished_at="2026-12-01T00:00:01", package_version="0")
+    base |= dict(reward0=None, reward1=None, payoff0=None, payoff1=None, invalid0=False, invalid1=False)
+    base |= dict(invalid_reason=None, error=None, error_seat=None)
+    return store.GameRow(env_id=env_id, player0=player0, player1=player1, seed=seed, **(base | columns))
+
+
+def golden_games():
+    """Tic-tac-toe (with draws) and Kuhn poker (chips) among ``FIELD``, one game of each for ``ODD_LABEL``,
+    API usage on the API agent's seats, agent errors by 'flaky', and Twenty Questions played alone."""
+    rows = []
+    for env_id in ("TicTacToe-v0", "KuhnPoker-v0"):
+        for i, a in enumerate(FIELD):
+            for j, b in enumerate(FIELD):
+                for seed in range(4) if i != j else ():
+                    pick = (3 * i + 5 * j + seed) % 7
+                    if b == "flaky" and pick == 0:
+                        rows.append(golden_row(env_id, a, b, seed, error="flaky: HTTP 500", error_seat=1))
+                        continue
+                    reward = 0.0 if env_id == "TicTacToe-v0" and pick == 3 else 1.0 if (i < j) != (pick < 2) else -1.0
+                    chips = None if env_id == "TicTacToe-v0" else reward * (1 + pick % 2)
+                    minus = None if chips is None else -chips
+                    columns = dict(reward0=reward, reward1=-reward, payoff0=chips, payoff1=minus)
+                    columns["invalid1"] = pick == 6 and reward > 0
+                    for seat, player in enumerate((a, b)):
+                        if player == API_LABEL:
+                            columns |= {f"prompt_tokens{seat}": 300 + 10 * seed, f"completion_tokens{seat}": 40 + pick}
+                            columns |= {f"api_moves{seat}": 3, f"latency_s{seat}": 0.25 + 0.01 * pick}
+                    rows.append(golden_row(env_id, a, b, seed, **columns))
+        chips = dict(payoff0=1.0, payoff1=-1.0) if env_id == "KuhnPoker-v0" else {}
+        rows.append(golden_row(env_id, ODD_LABEL, "random", 0, reward0=1.0, reward1=-1.0, **chips))
+    twenty = "TwentyQuestions-v0:max_questions=20"
+    for k, player in enumerate(("expert", "random", API_LABEL)):
+        for seed in range(3):
+            columns = dict(reward0=1.0, reward1=None, success=seed <= 2 - k, steps=6 + 2 * k + seed)
+            if player == API_LABEL:
+                columns |= dict(prompt_tokens0=900, completion_tokens0=70, api_moves0=8, latency_s0=0.4)
+            rows.append(golden_row(twenty, player, store.NO_PLAYER, seed, spec1=store.NO_PLAYER, **columns))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def golden_standings(tmp_path_factory):
+    """The standings of a fixed database (a real SQLite file), priced, with a reasoning column. The fitted
+    ratings are rounded to 3 decimals: their last bits hang on the LAPACK build, and the outputs, not the
+    fit, are what is compared."""
+    conn = store.connect(tmp_path_factory.mktemp("golden") / "lb.sqlite")
+    for row in golden_games():
+        assert store.insert_game(conn, row)
+    store.record_agent(conn, "random", "random", None, 11 / 24)
+    store.record_agent(conn, "expert", "expert", None, 2.78e-17)
+    store.record_agent(conn, API_LABEL, API_LABEL, None, None)
+    agents = store.load_agents(conn)
+    standings = compute(store.load_games(conn), agents, resamples=60, min_games=10)
+    for row in (r for scope in standings.scopes for r in scope.agents if isinstance(r, AgentStanding)):
+        row.rating, row.low, row.high = (None if v is None else round(v, 3) for v in (row.rating, row.low, row.high))
+    apply_prices(standings, parse_prices(["gpt-4o-mini=0.15/0.6"]), {k: a.spec for k, a in agents.items()})
+    standings.reasoning = ReasoningColumn(
+        {"expert": ReasoningScore(0.625, 0.5, 0.75, Path("evals/expert"))},
+        preset="quick",
+        protocol_hash="0123456789abcdef",
+        benchmarks=("aime24", "amc23"),
+        notes=["random: no eval run found"],
+    )
+    return standings
+
+
+def stamped(text, pattern, fixed):
+    """``text`` with its one timestamp, matched by ``pattern``, replaced by ``fixed``."""
+    text, count = re.subn(pattern, fixed, text)
+    assert count == 1, f"expected one timestamp matching {pattern!r}, found {count}"
+    return text
+
+
+def test_every_output_is_byte_for_byte_as_recorded(golden_standings, tmp_path):
+    """The page, CSV, JSON and terminal tables of a fixed database, compared byte for byte with the files in
+    tests/data/leaderboard_report (recorded from the code before the report was split into modules); only
+    the time stamps and the page's embedded PNG, recomputed here (its pixels hang on matplotlib's version
+    and fonts), are replaced. After a deliberate change to an output, copy the new file over the old one."""
+    report.write_html(golden_standings, tmp_path / "page.html")
+    report.write_csv(golden_standings, tmp_path / "standings.csv")
+    report.write_json(golden_standings, tmp_path / "standings.json")
+    console = Console(record=True, width=200)
+    report.print_tables(golden_standings, console)
+    (tmp_path / "tables.txt").write_text(console.export_text(), encoding="utf-8")
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    picture = base64.b64encode(report.png_bytes(golden_standings)).decode("ascii")
+    assert page.count(picture) == 1
+    page = stamped(page.replace(picture, "PNG"), r"Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC\.", "Generated STAMP.")
+    (tmp_path / "page.html").write_text(page, encoding="utf-8")
+    data = (tmp_path / "standings.json").read_text(encoding="utf-8")
+    data = stamped(data, r'"generated_at": "[^"]+"', '"generated_at": "STAMP"')
+    (tmp_path / "standings.json").write_text(data, encoding="utf-8")
+    for name in ("page.html", "standings.csv", "standings.json", "tables.txt"):
+        recorded, made = (GOLDEN / name).read_bytes(), (tmp_path / name).read_bytes()
+        assert made == recorded, f"{name} differs from {GOLDEN / name}; the new one is {tmp_path / name}"
+
+
+def test_a_wheel_ships_the_pages_style_and_script(tmp_path):
+    """A non-editable install gets ``page.css`` and ``page.js`` (read with importlib.resources when a page is
+    written), and every other data file of the leaderboard package: a wheel built from a copy of the sources
+    (pyproject.toml, README.md, leaderboard/) holds each, byte for byte."""
+    pytest.importorskip("setuptools", reason="building a wheel needs setuptools in this venv")
+    root = Path(__file__).resolve().parents[1]
+    source = tmp_path / "src"
+    shutil.copytree(root / "leaderboard", source / "leaderboard", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, source / name)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    subprocess.run([*command, "-w", str(tmp_path / "dist"), str(source)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    data = [p for p in (source / "leaderboard").rglob("*") if p.is_file() and p.suffix != ".py"]
+    assert {f"leaderboard/report/{name}" for name in page.ASSETS} <= {p.relative_to(source).as_posix() for p in data}
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = set(archive.namelist())
+        for path in data:
+            name = path.relative_to(source).as_posix()
+            assert name in shipped, f"{name} is not package data: add it to [tool.setuptools.package-data]"
+            assert archive.read(name) == path.read_bytes()
