@@ -133,7 +133,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "eval compare: the printed delta's sign flipped",
-        "evals/compare.py",
+        "spiral_arena/evals/compare.py",
         """f"{100 * row['delta']:+.1f}",""",
         """f"{-100 * row['delta']:+.1f}",""",
         ("tests/test_evals_metrics.py::test_compare_cli_prints_a_table_and_writes_a_png_and_json",),
@@ -169,7 +169,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "evals: a sample's token count is the answer limit",
-        "evals/generate.py",
+        "spiral_arena/evals/generate.py",
         "out[i] = Generation(text, len(completion.token_ids), completion.finished)",
         "out[i] = Generation(text, sampling.max_new_tokens, completion.finished)",
         ("tests/test_evals_run.py::test_each_sample_is_its_requests_output",),
@@ -184,7 +184,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "evals: a parquet file loses its first row",
-        "evals/data.py",
+        "spiral_arena/evals/data.py",
         "return pq.read_table(path).to_pylist()",
         "return pq.read_table(path).to_pylist()[1:]",
         ("tests/test_evals_data.py::test_parquet_files_load_like_jsonl",),

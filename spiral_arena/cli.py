@@ -284,7 +284,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evals.cli import main as eval_main
+    from spiral_arena.evals.cli import main as eval_main
 
     return eval_main(args)
 
@@ -416,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser("eval", help="reasoning benchmarks (MATH500, AIME, GPQA, ...): run, regrade or compare runs")
-    from evals.cli import add_arguments as add_eval_arguments
+    from spiral_arena.evals.cli import add_arguments as add_eval_arguments
 
     add_eval_arguments(p)
     p.set_defaults(func=cmd_eval)

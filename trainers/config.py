@@ -605,8 +605,8 @@ def _reasoning_problems(spec: str, data_dir: str) -> list[str]:
     """A reasoning spec that does not parse, or whose benchmarks have no local file and no other source."""
     if importlib.util.find_spec("math_verify") is None:
         return ["needs math-verify: pip install 'spiral-arena[eval]'"]
-    from evals.data import DataError, load_benchmark
-    from evals.training import parse_eval_spec
+    from spiral_arena.evals.data import DataError, load_benchmark
+    from spiral_arena.evals.training import parse_eval_spec
 
     try:
         names = [name for name, _ in parse_eval_spec(spec)]

@@ -163,7 +163,7 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
     (at least one success in k, unbiased with n = k), each with a 95% bootstrap interval over the
     secrets, and the mean number of questions. ``eval/GAME/solo/win`` is Mean@k, so the summary
     lines read it as a win rate. Also the shares of invalid and of repeated questions."""
-    from evals.metrics import benchmark_metrics
+    from spiral_arena.evals.metrics import benchmark_metrics
 
     seeds = covering_seeds(spec, seed)
     results = collect(

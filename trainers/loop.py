@@ -514,7 +514,7 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
 
 def reasoning(policy: Policy, tokenizer, config: TrainConfig) -> dict[str, float]:
     """The fixed, seeded reasoning subset of ``config.eval_reasoning``, answered by the policy's engine."""
-    from evals.training import reasoning_eval
+    from spiral_arena.evals.training import reasoning_eval
 
     return reasoning_eval(
         policy.engine,

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
+from spiral_arena.agents.specs import parse_spec
 from spiral_arena.llm import PROVIDERS, ChatClient, Completion, request_seed, resolve_endpoint, safe_url
 from spiral_arena.models.prompting import chat_messages
 
@@ -68,8 +69,6 @@ class APIAgent(BaseAgent):
         if spec is not None:
             if provider is not None or model is not None or base_url is not None:
                 raise ValueError("give APIAgent either a spec or provider/model/base_url, not both")
-            from spiral_arena.agents import parse_spec  # the spec grammar lives with make_agent
-
             parsed = parse_spec(spec)
             provider, model, base_url = parsed.kind, parsed.target, parsed.base_url
         if provider not in PROVIDERS:
