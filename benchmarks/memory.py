@@ -1,7 +1,7 @@
 """Peak memory of one learner step for Qwen3-architecture models, with and without gradient
 checkpointing and chunked log-probs.
 
-A step is what ``trainers.loop.update`` does with one micro-batch: response log-probs through
+A step is what ``trainers.learner.update`` does with one micro-batch: response log-probs through
 ``trainers.logprobs.response_logprobs``, the PPO loss, backward, gradient clipping and an AdamW
 step, on fp32 parameters (what the trainer keeps) with random weights built from a config (nothing
 is downloaded) and Qwen's 151,936-token vocabulary. Each case runs in a fresh process. AdamW's

@@ -214,7 +214,8 @@ def cmd_env_server(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.config import ConfigError, from_arguments
+    from trainers.config import ConfigError
+    from trainers.flags import from_arguments
 
     try:
         config = from_arguments(args)  # the whole config is checked before anything is built or written
@@ -366,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_env_server)
 
     p = sub.add_parser("train", help="self-play RL with RAE (no arguments: the tiny CPU recipe)")
-    from trainers.config import add_arguments
+    from trainers.flags import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=cmd_train)

@@ -85,7 +85,7 @@ def test_an_evaluation_logs_the_rounds_its_kuhn_is_trained_with(tiny, games, rou
     """The read-out is of single hands either way; the rounds the run trains on (the game's default, 5,
     when not given) are logged beside it, so the labels can say so."""
     from trainers.config import TrainConfig
-    from trainers.loop import evaluate
+    from trainers.evaluate import evaluate
     from trainers.rollout import parse_mixture
 
     _, model, policy = tiny

@@ -17,7 +17,8 @@ pytest.importorskip("transformers")
 from trainers import checkpoint  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed import Distributed, collective_device, select_device  # noqa: E402
-from trainers.loop import train, update  # noqa: E402
+from trainers.learner import update  # noqa: E402
+from trainers.loop import train  # noqa: E402
 from trainers.rae import RAE  # noqa: E402
 from trainers.rollout import Turn  # noqa: E402
 
@@ -86,7 +87,7 @@ def test_bf16_weights_would_lose_the_update():
 
 
 def test_trainer_loads_fp32_weights_when_bf16_is_on(tmp_path):
-    from trainers.loop import load_model
+    from trainers.setup import load_model
     from trainers.tiny import create_tiny
 
     create_tiny(tmp_path / "tiny_init", ["TicTacToe-v0"])

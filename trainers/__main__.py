@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainers.config import ConfigError, add_arguments, from_arguments
+from trainers.config import ConfigError
+from trainers.flags import add_arguments, from_arguments
 
 
 def main(argv: list[str] | None = None) -> int:

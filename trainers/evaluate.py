@@ -20,7 +20,9 @@ from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
 from spiral_arena.models.policy import Policy
 from spiral_arena.play import play_games
+from spiral_arena.registry import REGISTRY
 from spiral_arena.registry import spec as spec_of
+from trainers.config import TrainConfig
 from trainers.logprobs import pack, response_logprobs
 from trainers.rollout import GameResult, GameSpec, collect
 
@@ -343,3 +345,51 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
     if not table and not numbers:
         lines.append("  (no evaluation numbers: eval_opponents is empty and Kuhn is not trained)")
     return "\n".join(lines)
+
+
+def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = True) -> dict[str, float]:
+    """Fixed-seed matches on the training games, plus the out-of-domain ones unless
+    ``eval_out_of_domain`` is off (or on ``eval_env_ids``; skipped when not ``play``), and Kuhn
+    exploitability when Kuhn is trained."""
+    # the out-of-domain games are two-player games; a single-player run evaluates on its own games
+    games = specs
+    if config.algo == "rae" or config.eval_env_ids:
+        games = eval_games(specs, config.eval_env_ids, config.eval_out_of_domain)
+    opponents = [o for o in config.eval_opponents.split(",") if o]
+    model.eval()
+    metrics = {}
+    if play:
+        metrics = play_against(
+            policy,
+            games,
+            opponents,
+            config.eval_games,
+            seed=12345,
+            secret_samples=config.eval_samples_per_secret,
+            long_questions=config.eval_long_questions,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.eval_temperature,
+            top_p=config.top_p,
+            max_game_actions=config.max_game_actions,
+            obs_format=config.obs_format,
+        )
+    kuhn_rounds = [{**REGISTRY[s.env_id].options, **s.options}["rounds"] for s in specs if s.env_id == "KuhnPoker-v0"]
+    if kuhn_rounds:  # read on single hands whatever the run trains on; the rounds trained are logged beside it
+        metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
+        metrics["eval/kuhn_trained_rounds"] = max(kuhn_rounds)
+    model.train()
+    return metrics
+
+
+def reasoning(policy: Policy, tokenizer, config: TrainConfig) -> dict[str, float]:
+    """The fixed, seeded reasoning subset of ``config.eval_reasoning``, answered by the policy's engine."""
+    from spiral_arena.evals.training import reasoning_eval
+
+    return reasoning_eval(
+        policy.engine,
+        tokenizer,
+        config.eval_reasoning,
+        seed=config.seed,
+        data_dir=config.eval_reasoning_data or None,
+        overrides={"max_new_tokens": str(config.eval_reasoning_max_new_tokens)},
+    )
