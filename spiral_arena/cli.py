@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import spiral_arena
-
-SEED_LIMIT = 2**64
+from spiral_arena.core.env import SEED_LIMIT
 
 
 class UsageError(ValueError):
@@ -214,19 +213,9 @@ def cmd_env_server(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.config import ConfigError
-    from trainers.flags import from_arguments
+    from trainers.__main__ import run
 
-    try:
-        config = from_arguments(args)  # the whole config is checked before anything is built or written
-    except ConfigError as error:
-        print(f"spiral-arena train: error: {error}", file=sys.stderr)
-        return 2
-    from trainers.loop import train
-
-    run_dir = train(config)
-    print(f"run written to {run_dir}")
-    return 0
+    return run(args, "spiral-arena train")
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
