@@ -241,14 +241,14 @@ def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, fl
     from spiral_arena.models.hf import HFEngine
     from spiral_arena.models.policy import Policy
     from spiral_arena.models.prompting import stop_token_ids
-    from trainers.evaluate import model_scorer
+    from spiral_arena.models.scoring import answer_scorer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     stops = stop_token_ids(tokenizer, model.generation_config)
     engine = HFEngine(model, stops, tokenizer.pad_token_id)
     policy = Policy(engine, tokenizer, config["prompt_template"], stops, thinking=config["thinking"])
-    score = model_scorer(model, policy, config["eval_temperature"])
+    score = answer_scorer(model, policy, config["eval_temperature"])
     return tactics_from_scores(score, config["obs_format"], stride)
 
 

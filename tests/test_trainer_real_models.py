@@ -219,7 +219,7 @@ def test_checkpoint_state_is_loaded_without_running_pickled_code(tmp_path, capsy
 def test_entropy_bonus_raises_the_policy_entropy():
     """With every advantage 0 the policy gradient is 0: the entropy bonus alone moves the weights,
     towards a flatter next-token distribution; without it nothing moves and no entropy is logged."""
-    from trainers.logprobs import pack, response_logprobs
+    from spiral_arena.models.logprobs import pack, response_logprobs
 
     def mean_entropy(model, turns) -> float:
         batch = pack([t.prompt_ids for t in turns], [t.response_ids for t in turns], 0, "cpu")

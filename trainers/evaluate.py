@@ -13,17 +13,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from spiral_arena import list_envs, make
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
 from spiral_arena.models.policy import Policy
+from spiral_arena.models.scoring import answer_scorer
 from spiral_arena.play import play_games
 from spiral_arena.registry import REGISTRY
 from spiral_arena.registry import spec as spec_of
 from trainers.config import TrainConfig
-from trainers.logprobs import pack, response_logprobs
 from trainers.rollout import GameResult, GameSpec, collect
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
@@ -212,35 +211,15 @@ def verdict_share(results: list[GameResult], verdict: str) -> float:
     return sum(v == verdict for v in verdicts) / max(1, len(verdicts))
 
 
-GREEDY_TEMPERATURE = 1e-3  # temperature 0 (greedy) is read as this: the greedy path gets all the mass
-
-
-def model_scorer(model, policy: Policy, temperature: float = 1.0):
-    """(observation, answers) -> log-prob of each whole answer (plus end of turn) under ``model``
-    sampled at ``temperature`` (each token's logits divided by it, as the engine samples; 0 = greedy)."""
-    tokenizer, device = policy.tokenizer, next(model.parameters()).device
-    temperature = temperature if temperature > 0 else GREEDY_TEMPERATURE
-
-    @torch.no_grad()
-    def score(observation: str, answers: list[str]) -> list[float]:
-        prompt = policy.prompt_ids(observation)
-        targets = [tokenizer(a, add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for a in answers]
-        ids, attention, positions, mask = pack([prompt] * len(answers), targets, tokenizer.pad_token_id, device)
-        logp, m = response_logprobs(model, ids, attention, positions, mask, temperature)
-        return (logp * m).sum(dim=1).tolist()
-
-    return score
-
-
 def kuhn_metrics(model, policy: Policy, obs_format: str = "", temperature: float = 1.0) -> dict[str, float]:
     """Exact exploitability of the single-hand policy read off the model at temperature 1 (SPIRAL's
     read-out, ``eval/kuhn_exploitability``) and, when it differs, at ``temperature``, the way the
     evaluation samples it (``eval/kuhn_exploitability_at_eval_t``)."""
-    probs, invalid_mass = kuhn_policy_from_scores(model_scorer(model, policy), obs_format)
+    probs, invalid_mass = kuhn_policy_from_scores(answer_scorer(model, policy), obs_format)
     out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
     out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
     if temperature != 1.0:
-        sampled, _ = kuhn_policy_from_scores(model_scorer(model, policy, temperature), obs_format)
+        sampled, _ = kuhn_policy_from_scores(answer_scorer(model, policy, temperature), obs_format)
         out["eval/kuhn_exploitability_at_eval_t"] = kuhn_exploitability(sampled)
     return out
 

@@ -11,9 +11,9 @@ from collections import defaultdict
 import torch
 from torch.distributed.tensor import DTensor
 
+from spiral_arena.models.logprobs import pack, response_logprobs
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, is_sharded
-from trainers.logprobs import pack, response_logprobs
 from trainers.losses import aggregate, kl_to_reference, policy_loss
 from trainers.rollout import Turn
 

@@ -19,10 +19,10 @@ from spiral_arena import make
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis.read_policy import answer_text
 from spiral_arena.models.checkpoints import SETTINGS_FILE
+from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from trainers.config import TrainConfig
-from trainers.logprobs import pack, response_logprobs
 from trainers.rollout import GameSpec
 
 

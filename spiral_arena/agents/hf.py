@@ -8,6 +8,7 @@ from typing import Any
 from spiral_arena.agents.model import ModelAgent
 from spiral_arena.models.checkpoints import adapter_base, read_settings
 from spiral_arena.models.prompting import stop_token_ids
+from spiral_arena.models.scoring import answer_scorer
 
 
 class HFAgent(ModelAgent):
@@ -41,20 +42,8 @@ class HFAgent(ModelAgent):
 
     def score_answers(self, observation: str, answers: list[str], temperature: float = 1.0) -> list[float]:
         """Log-probability of each whole answer (ending the turn) as the reply to ``observation`` when
-        sampled at ``temperature`` (logits divided by it; 0 is read as 1e-3, i.e. greedy)."""
-        torch = self.torch
-        tok = self.tokenizer
-        prompt = self.policy.prompt_ids(self.shown(observation))
-        scores = []
-        with torch.no_grad():
-            for answer in answers:
-                target = tok(answer, add_special_tokens=False)["input_ids"] + [self.stop_ids[0]]
-                ids = torch.tensor([prompt + target], device=self.device)
-                logits = self.model(input_ids=ids).logits[0, :-1].float() / (temperature if temperature > 0 else 1e-3)
-                logp = torch.log_softmax(logits, dim=-1)
-                positions = torch.arange(len(prompt) - 1, ids.shape[1] - 1, device=self.device)
-                scores.append(float(logp[positions, ids[0, len(prompt) :]].sum()))
-        return scores
+        sampled at ``temperature`` (0 = greedy), prompted as this agent prompts."""
+        return answer_scorer(self.model, self.policy, temperature)(self.shown(observation), answers)
 
     def kuhn_policy(self) -> dict[str, float]:
         """Its single-hand Kuhn policy as it plays: answer log-probs at its own sampling temperature
