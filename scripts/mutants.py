@@ -176,10 +176,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "hf agent: a LoRA checkpoint plays its base without the adapter",
-        "spiral_arena/agents/hf.py",
-        "            model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), path)\n"
-        "            model = model.merge_and_unload()\n",
-        "            model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)\n",
+        "spiral_arena/models/loading.py",
+        'return (model.merge_and_unload() if adapter == "merged" else model), tokenizer',
+        'return (model.unload() if adapter == "merged" else model), tokenizer',  # the adapter taken off, not merged
         ("tests/test_trainer_real_models.py::test_lora_resume_continues_with_the_same_adapter",),
     ),
     Mutant(

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from spiral_arena.models import loading
+from spiral_arena.models.checkpoints import ADAPTER_FILE
 from trainers.config import TrainConfig
 from trainers.rollout import parse_mixture
 
@@ -27,17 +29,14 @@ def load_model(config: TrainConfig, run_dir: Path, previous: Path | None, device
     """The policy with fp32 weights (bf16 is compute only, see ``autocast``), its tokenizer and the
     directory its weights came from. With LoRA the base comes from ``config.model`` and the adapter
     is new, or on resume the checkpoint's own adapter, trainable, so training continues with it."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     base = base_model_path(config, run_dir)
-    lora_checkpoint = previous is not None and (previous / "adapter_config.json").exists()
+    lora_checkpoint = previous is not None and (previous / ADAPTER_FILE).exists()
     if previous is not None and lora_checkpoint != (config.lora_rank > 0):
         saved = "a LoRA adapter" if lora_checkpoint else "full weights"
         raise ValueError(f"cannot resume {previous}: it holds {saved}, but lora_rank is {config.lora_rank}")
     path = previous if previous is not None and not lora_checkpoint else base
     try:
-        tokenizer = AutoTokenizer.from_pretrained(previous or base)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+        model, tokenizer = loading.load_model(previous or base, device, torch.float32, "trainable", base=base)
     except OSError as error:
         raise ValueError(f"cannot load model {str(path)!r}: {error}") from error
     if tokenizer.pad_token is None:
@@ -46,21 +45,13 @@ def load_model(config: TrainConfig, run_dir: Path, previous: Path | None, device
     if config.gradient_checkpointing:
         # non-reentrant checkpointing also works when the embeddings are frozen (LoRA)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if config.lora_rank > 0:
-        from peft import LoraConfig, PeftModel, get_peft_model
+    if config.lora_rank > 0 and not lora_checkpoint:
+        from peft import LoraConfig, get_peft_model
 
-        if lora_checkpoint:
-            model = PeftModel.from_pretrained(model, previous, is_trainable=True)
-        else:
-            model = get_peft_model(
-                model,
-                LoraConfig(
-                    r=config.lora_rank,
-                    lora_alpha=config.lora_alpha,
-                    target_modules="all-linear",
-                    task_type="CAUSAL_LM",
-                ),
-            )
+        lora = LoraConfig(
+            r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"
+        )
+        model = get_peft_model(model, lora)
     return model, tokenizer, path
 
 
@@ -73,16 +64,9 @@ def base_model_path(config: TrainConfig, run_dir: Path) -> str:
 def load_reference(config: TrainConfig, run_dir: Path, warm_dir: Path, device):
     """The frozen warm-start policy the KL term anchors to, as saved before RL began (full weights,
     or the base plus the warm-start adapter under LoRA)."""
-    from transformers import AutoModelForCausalLM
-
     if not warm_dir.exists():
         raise ValueError(f"cannot resume a KL-anchored run: its warm start {warm_dir} is missing")
-    if not (warm_dir / "adapter_config.json").exists():
-        return AutoModelForCausalLM.from_pretrained(warm_dir, dtype=torch.float32).to(device)
-    from peft import PeftModel
-
-    base = AutoModelForCausalLM.from_pretrained(base_model_path(config, run_dir), dtype=torch.float32)
-    return PeftModel.from_pretrained(base.to(device), warm_dir)
+    return loading.load_model(warm_dir, device, torch.float32, "frozen", base=base_model_path(config, run_dir))[0]
 
 
 def make_engine(config: TrainConfig, model, tokenizer, model_path, stop_ids: list[int]):

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from spiral_arena.agents.model import ModelAgent
-from spiral_arena.models.checkpoints import adapter_base, read_settings
+from spiral_arena.models import loading
+from spiral_arena.models.checkpoints import read_settings
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.models.scoring import answer_scorer
 
@@ -56,23 +57,14 @@ class HFAgent(ModelAgent):
         return kuhn_policy_from_scores(score, self.obs_format if self.obs_format != "last" else "")[0]
 
 
-def load_model(path: str, device: str, dtype: Any = None) -> tuple[Any, Any]:
-    """(model in eval mode on ``device``, tokenizer) of a model directory or checkpoint; a LoRA
-    checkpoint is loaded as its base with the adapter merged. bf16 on CUDA, fp32 elsewhere by default."""
+def load_model(path: str, device: str) -> tuple[Any, Any]:
+    """(model in eval mode on ``device``, tokenizer) of a model directory or checkpoint (a LoRA one merged);
+    bf16 on CUDA, fp32 elsewhere."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = dtype or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        base = adapter_base(path)
-        if base is not None:  # a LoRA checkpoint: its base plus the adapter
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), path)
-            model = model.merge_and_unload()
-        else:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model, tokenizer = loading.load_model(path, device, dtype, adapter="merged")
     except OSError as error:
         raise ValueError(f"hf:{path} is not a transformers model directory: {error}") from error
-    return model.to(device).eval(), tokenizer
+    return model.eval(), tokenizer
