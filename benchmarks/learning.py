@@ -49,6 +49,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainers.evaluate import TARGETS as RECIPE_TARGETS
+from trainers.evaluate import match_table
 
 # Each variant: config overrides on top of the default recipe (the levers issue 13 asks to measure).
 VARIANTS: dict[str, dict[str, object]] = {
@@ -89,12 +90,12 @@ def finished(run: Path) -> bool:
 def summary(r: dict) -> dict[str, float]:
     """The headline numbers of one evaluation row."""
 
-    def rate(game: str, outcome: str) -> float:
-        return r.get(f"eval/{game}/random/{outcome}", float("nan"))
+    table = match_table(r)
 
-    invalid = [
-        v for k, v in r.items() if k.startswith("eval/") and k.endswith("/random/invalid") and (KUHN in k or TTT in k)
-    ]
+    def rate(game: str, outcome: str) -> float:
+        return table.get(game, {}).get("random", {}).get(outcome, float("nan"))
+
+    invalid = [o["random"]["invalid"] for g, o in table.items() if (KUHN in g or TTT in g) and "random" in o]
     return {
         "step": r["step"],
         "time_s": r["time_s"],

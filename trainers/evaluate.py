@@ -26,6 +26,12 @@ from trainers.config import TrainConfig
 from trainers.rollout import GameResult, GameSpec, collect
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
+OUTCOMES = ("win", "draw", "loss", "invalid")
+
+
+def match_key(game: str, opponent: str, outcome: str) -> str:
+    """The metric of one evaluated match outcome: ``eval/GAME/OPPONENT/OUTCOME`` (the game with its options)."""
+    return f"eval/{game}/{opponent}/{outcome}"
 
 
 def eval_games(training_games: list[GameSpec], extra: str, out_of_domain: bool = True) -> list[GameSpec]:
@@ -116,9 +122,8 @@ def play_against(
                 winner = record.outcome.get("winner")
                 counts["win" if winner == my_name else "draw" if winner is None else "loss"] += 1
                 counts["invalid"] += my_name in record.invalid
-            key = f"eval/{spec.label}/{name}"
-            for outcome in ("win", "draw", "loss", "invalid"):
-                metrics[f"{key}/{outcome}"] = counts[outcome] / len(seeds)
+            for outcome in OUTCOMES:
+                metrics[match_key(spec.label, name, outcome)] = counts[outcome] / len(seeds)
     return metrics
 
 
@@ -233,12 +238,12 @@ TARGETS = (
 
 
 def match_table(scores: dict[str, float]) -> dict[str, dict[str, dict[str, float]]]:
-    """``eval/GAME/OPPONENT/OUTCOME`` numbers as {game: {opponent: {outcome: rate}}}; games keep
-    their options (``KuhnPoker-v0:rounds=1``)."""
+    """``match_key`` numbers as {game: {opponent: {outcome: rate}}}, in order of appearance; games keep
+    their options (``KuhnPoker-v0:rounds=1``). The one reader of those keys (plots, summaries, benchmarks)."""
     table: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for key, value in scores.items():
         parts = key.removeprefix("eval/").rsplit("/", 2)
-        if key.startswith("eval/") and len(parts) == 3 and parts[2] in ("win", "draw", "loss", "invalid"):
+        if key.startswith("eval/") and len(parts) == 3 and parts[2] in OUTCOMES:
             game, opponent, outcome = parts
             table[game][opponent][outcome] = value
     return table
