@@ -34,9 +34,9 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "evals"
 
 
 def generation_rates(model_dir: str, items: int, new_tokens: int) -> dict[int, float]:
-    from evals.data import load_benchmark
-    from evals.generate import HFBackend, Request, Sampling
-    from evals.presets import load_preset, render
+    from spiral_arena.evals.data import load_benchmark
+    from spiral_arena.evals.generate import HFBackend, Request, Sampling
+    from spiral_arena.evals.presets import load_preset, render
 
     preset = load_preset("spiral-offline")
     questions = [item.question for item in load_benchmark("math500", DATA).items]
@@ -53,8 +53,8 @@ def generation_rates(model_dir: str, items: int, new_tokens: int) -> dict[int, f
 
 
 def grading_tasks(copies: int):
-    from evals.data import BENCHMARKS, load_benchmark
-    from evals.grading import MathTask
+    from spiral_arena.evals.data import BENCHMARKS, load_benchmark
+    from spiral_arena.evals.grading import MathTask
 
     tasks = []
     for name, benchmark in BENCHMARKS.items():
@@ -74,7 +74,7 @@ def grading_tasks(copies: int):
 
 
 def grading_rate(workers: int) -> tuple[float, float, int]:
-    from evals.grading import MathGrader
+    from spiral_arena.evals.grading import MathGrader
 
     tasks = grading_tasks(copies=20)
     start = time.perf_counter()
@@ -89,8 +89,8 @@ def grading_rate(workers: int) -> tuple[float, float, int]:
 
 
 def whole_run(model_dir: str, output: Path, new_tokens: int, workers: int) -> dict:
-    from evals.data import BENCHMARKS
-    from evals.run import EvalOptions, run_eval
+    from spiral_arena.evals.data import BENCHMARKS
+    from spiral_arena.evals.run import EvalOptions, run_eval
 
     def options(directory: Path, **changes) -> EvalOptions:
         base = {

@@ -33,7 +33,8 @@ import torch
 from spiral_arena.models.hf import HFEngine
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed
-from trainers.loop import train, update
+from trainers.learner import update
+from trainers.loop import train
 from trainers.rollout import Turn
 
 

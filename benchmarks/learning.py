@@ -49,6 +49,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainers.evaluate import TARGETS as RECIPE_TARGETS
+from trainers.evaluate import match_table
 
 # Each variant: config overrides on top of the default recipe (the levers issue 13 asks to measure).
 VARIANTS: dict[str, dict[str, object]] = {
@@ -89,12 +90,12 @@ def finished(run: Path) -> bool:
 def summary(r: dict) -> dict[str, float]:
     """The headline numbers of one evaluation row."""
 
-    def rate(game: str, outcome: str) -> float:
-        return r.get(f"eval/{game}/random/{outcome}", float("nan"))
+    table = match_table(r)
 
-    invalid = [
-        v for k, v in r.items() if k.startswith("eval/") and k.endswith("/random/invalid") and (KUHN in k or TTT in k)
-    ]
+    def rate(game: str, outcome: str) -> float:
+        return table.get(game, {}).get("random", {}).get(outcome, float("nan"))
+
+    invalid = [o["random"]["invalid"] for g, o in table.items() if (KUHN in g or TTT in g) and "random" in o]
     return {
         "step": r["step"],
         "time_s": r["time_s"],
@@ -241,14 +242,14 @@ def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, fl
     from spiral_arena.models.hf import HFEngine
     from spiral_arena.models.policy import Policy
     from spiral_arena.models.prompting import stop_token_ids
-    from trainers.evaluate import model_scorer
+    from spiral_arena.models.scoring import answer_scorer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     stops = stop_token_ids(tokenizer, model.generation_config)
     engine = HFEngine(model, stops, tokenizer.pad_token_id)
     policy = Policy(engine, tokenizer, config["prompt_template"], stops, thinking=config["thinking"])
-    score = model_scorer(model, policy, config["eval_temperature"])
+    score = answer_scorer(model, policy, config["eval_temperature"])
     return tactics_from_scores(score, config["obs_format"], stride)
 
 

@@ -1,8 +1,8 @@
 """Peak memory of one learner step for Qwen3-architecture models, with and without gradient
 checkpointing and chunked log-probs.
 
-A step is what ``trainers.loop.update`` does with one micro-batch: response log-probs through
-``trainers.logprobs.response_logprobs``, the PPO loss, backward, gradient clipping and an AdamW
+A step is what ``trainers.learner.update`` does with one micro-batch: response log-probs through
+``spiral_arena.models.logprobs.response_logprobs``, the PPO loss, backward, gradient clipping and an AdamW
 step, on fp32 parameters (what the trainer keeps) with random weights built from a config (nothing
 is downloaded) and Qwen's 151,936-token vocabulary. Each case runs in a fresh process. AdamW's
 states are created first by a step on zero gradients, as every step after the first finds them;
@@ -81,7 +81,7 @@ def learner_step(case: dict) -> dict:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from trainers.logprobs import pack, response_logprobs
+    from spiral_arena.models.logprobs import pack, response_logprobs
     from trainers.losses import policy_loss
 
     imported = current_rss()

@@ -265,7 +265,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
     ]
     problems += _output_problems(args, database=True)
-    if store.write_problem(args.db) is None:  # stored games are reused by label: each must be the same agent
+    if store.database_problem(args.db) is None:  # stored games are reused by label: each must be the same agent
         problems += stored_problems(args.db, entrants)  # (a database the run cannot write is not even read)
     if problems:  # a missing model, a bad option or an unwritable output fails now, not game by game
         raise ValueError("; ".join(problems))
@@ -322,7 +322,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _output_problems(args: argparse.Namespace, database: bool) -> list[str]:
     """Report files (and with ``database``, a run's ``--db``) that cannot be written, found before any
     game is played or any database is read: hours of games must not end in a PermissionError."""
-    from leaderboard.store import write_problem as database_problem
+    from leaderboard.store import database_problem
     from spiral_arena.outputs import write_problem
 
     problems = []

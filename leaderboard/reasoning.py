@@ -3,7 +3,7 @@
 An eval run is a directory holding ``manifest.json`` (model path, weight sha256s, protocol hash, times)
 and ``results.json`` (per-benchmark metrics and macro averages). Only those two JSON files are read (a
 run marked incomplete, or results whose items and samples per item are not the manifest's, are refused), and
-weights are hashed with the very function the manifest used (``evals.data.file_sha256``, standard library
+weights are hashed with the very function the manifest used (``spiral_arena.evals.data.file_sha256``, standard library
 only), so the leaderboard never needs the grader's dependencies.
 
 A run belongs to an ``hf:`` entrant when both name the same directory (paths resolved) or, failing that,
@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from evals.data import file_sha256
+from spiral_arena.evals.data import file_sha256
 
 MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.json"

@@ -156,7 +156,7 @@ def _database_file(path: str | Path, must_exist: bool) -> Path:
     return path
 
 
-def write_problem(path: str | Path) -> str | None:
+def database_problem(path: str | Path) -> str | None:
     """Why a run could not write the database at ``path``, worded to follow it, or None. A missing
     file's nearest existing folder must let it be made; an existing file, its -wal and -shm files and
     its folder (where SQLite makes and removes those) must all be writable."""
@@ -176,7 +176,7 @@ def write_problem(path: str | Path) -> str | None:
 def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
     """Open (or with ``create``, make) the database at ``path`` and migrate it to the current schema."""
     path = _database_file(path, must_exist=not create)
-    if (problem := write_problem(path)) is not None:
+    if (problem := database_problem(path)) is not None:
         raise ValueError(f"--db {path} {problem}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

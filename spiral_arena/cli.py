@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import spiral_arena
-
-SEED_LIMIT = 2**64
+from spiral_arena.core.env import SEED_LIMIT
 
 
 class UsageError(ValueError):
@@ -214,18 +213,9 @@ def cmd_env_server(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.config import ConfigError, from_arguments
+    from trainers.__main__ import run
 
-    try:
-        config = from_arguments(args)  # the whole config is checked before anything is built or written
-    except ConfigError as error:
-        print(f"spiral-arena train: error: {error}", file=sys.stderr)
-        return 2
-    from trainers.loop import train
-
-    run_dir = train(config)
-    print(f"run written to {run_dir}")
-    return 0
+    return run(args, "spiral-arena train")
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -284,7 +274,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evals.cli import main as eval_main
+    from spiral_arena.evals.cli import main as eval_main
 
     return eval_main(args)
 
@@ -366,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_env_server)
 
     p = sub.add_parser("train", help="self-play RL with RAE (no arguments: the tiny CPU recipe)")
-    from trainers.config import add_arguments
+    from trainers.flags import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=cmd_train)
@@ -416,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser("eval", help="reasoning benchmarks (MATH500, AIME, GPQA, ...): run, regrade or compare runs")
-    from evals.cli import add_arguments as add_eval_arguments
+    from spiral_arena.evals.cli import add_arguments as add_eval_arguments
 
     add_eval_arguments(p)
     p.set_defaults(func=cmd_eval)

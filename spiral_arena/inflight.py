@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from spiral_arena.agents import MODEL_KINDS, Agent, APIAgent, parse_spec, split_options
-from spiral_arena.llm import PROVIDERS, Completion
+from spiral_arena.llm import PROVIDERS, ChatReply
 
 MODEL_CONCURRENCY = 32  # the default games in flight when an agent waits on a network or a model
 
@@ -78,14 +78,14 @@ def check_concurrency(concurrency: object) -> int:
 class Spent:
     """What one seat's API requests cost in one game: its moves (successful requests), the provider's
     token counts summed over them (None once a reply did not state its count: the sum is unknown, not
-    smaller) and their latencies summed, in seconds (``spiral_arena.llm.Completion``)."""
+    smaller) and their latencies summed, in seconds (``spiral_arena.llm.ChatReply``)."""
 
     moves: int = 0
     prompt_tokens: int | None = 0
     completion_tokens: int | None = 0
     latency_s: float = 0.0
 
-    def add(self, reply: Completion) -> None:
+    def add(self, reply: ChatReply) -> None:
         self.moves += 1
         self.prompt_tokens = _plus(self.prompt_tokens, reply.prompt_tokens)
         self.completion_tokens = _plus(self.completion_tokens, reply.completion_tokens)

@@ -14,7 +14,7 @@ names its own variable (``#key_env=VAR``: a name ending in ``_API_KEY`` or ``_TO
 $SPIRAL_ARENA_KEY_VARS). Keys travel in clear text only to loopback, or with a
 warning on stderr to a URL the user paired with them. Every error message is scrubbed of the key
 and of bearer tokens, and reprs show ``***``.
-``ChatClient.complete`` also returns what the request cost (``Completion``: the provider's token
+``ChatClient.complete`` also returns what the request cost (``ChatReply``: the provider's token
 counts and the latency), and nothing else about the request.
 ``httpx`` is imported when a client is built, so the package works without the ``api`` extra.
 """
@@ -303,7 +303,7 @@ def _token_count(usage: Any, name: str) -> int | None:
 
 
 @dataclass(frozen=True)
-class Completion:
+class ChatReply:
     """A reply and what it cost. Token counts are the provider's ``usage`` (``prompt_tokens``,
     ``completion_tokens``), None when the reply did not state them (unknown, not zero). ``latency_s``
     is the wall time of the one request that succeeded, from sending it to having read the whole
@@ -417,8 +417,8 @@ class ChatClient:
         max_tokens: int | None = None,
         *,
         extra_body: dict[str, Any] | None = None,
-    ) -> Completion:
-        """Like ``chat``, with the reply's token counts and latency (see ``Completion``)."""
+    ) -> ChatReply:
+        """Like ``chat``, with the reply's token counts and latency (see ``ChatReply``)."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, **(extra_body or {})}
         for name, value in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
             if value is not None:
@@ -426,7 +426,7 @@ class ChatClient:
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             outcome = self._attempt(payload)
-            if isinstance(outcome, Completion):
+            if isinstance(outcome, ChatReply):
                 return outcome
             if not outcome.retryable or attempt == attempts:
                 tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
@@ -462,7 +462,7 @@ class ChatClient:
         text = self._redact(" ".join(text.split()))
         return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "..."
 
-    def _attempt(self, payload: dict[str, Any]) -> Completion | _Failure:
+    def _attempt(self, payload: dict[str, Any]) -> ChatReply | _Failure:
         """One request; the reply with its usage and latency, or a description of what went wrong.
 
         Exceptions are turned into text here and raised later, outside any ``except`` block, so an
@@ -495,7 +495,7 @@ class ChatClient:
         except (KeyError, IndexError, TypeError, AttributeError):
             return _Failure(f"malformed reply (not a chat completion): {self._brief(response.text)}", status, True)
         usage = data.get("usage")
-        return Completion(text, _token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens"), latency)
+        return ChatReply(text, _token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens"), latency)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:  # the server's wait, spread a little so callers do not return together

@@ -29,7 +29,14 @@ from spiral_arena.games.twenty_questions import TwentyQuestions
 
 ENV_KWARGS = ("obs_format", "invalid_move", "render_mode")
 # option names that hold credentials (Twenty Questions' "secret" is the word to find, not one of them)
-_SECRET = re.compile(r"api_?key|(^|_)key$|token|password|passwd|credential|auth", re.I)
+# (whole words between underscores: max_new_tokens is no token)
+_SECRET = re.compile(r"(?:^|_)(?:api_?key|key|token|password|passwd|credentials?|auth)(?:$|_)", re.I)
+
+
+def looks_like_secret(name: str) -> bool:
+    """Whether an option name (of a game or an agent spec) would hold a credential: such options are
+    refused, since env ids and specs are logged and stored."""
+    return bool(_SECRET.search(name))
 
 
 @dataclass(frozen=True)
@@ -90,12 +97,12 @@ def parse_env_id(text: str) -> tuple[str, dict[str, Any]]:
             raise ValueError(
                 f"game option {item!r} of {env_id.strip()} must look like key=value (ID:key=value;key=value)"
             )
-        if _SECRET.search(key):
+        if looks_like_secret(key):
             raise ValueError(
                 f"option {key.strip()!r} looks like a secret, and env ids are logged and stored; "
                 "pass keys by environment variable (e.g. OPENAI_API_KEY) or as a make() keyword"
             )
-        options[key.strip()] = _literal(value.strip())
+        options[key.strip()] = option_value(value.strip())
     return env_id.strip(), options
 
 
@@ -107,7 +114,9 @@ def canonical_env_id(text: str) -> str:
     return env_id + ":" + ";".join(f"{k}={_shown(v)}" for k, v in sorted(options.items()))
 
 
-def _literal(value: str) -> Any:
+def option_value(value: str) -> Any:
+    """An option's text as a value (game options and agent spec options alike): ``3`` -> 3, ``0.2`` ->
+    0.2, ``true`` -> True; anything else stays text."""
     if value.lower() in ("true", "false"):
         return value.lower() == "true"
     for cast in (int, float):

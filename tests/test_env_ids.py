@@ -69,3 +69,20 @@ def test_the_leaderboard_stores_options_as_part_of_the_game(tmp_path, capsys):
     assert "4 already stored, 0 played" in capsys.readouterr().out
     assert cli_main([*args[:-4], "--games", "KuhnPoker-v0:rounds=0", "--db", str(db)]) == 2
     assert "rounds must be a positive integer" in capsys.readouterr().err
+
+
+def test_one_secret_rule_for_game_options_and_agent_options():
+    """Game ids and agent specs refuse the same option names (whole words between underscores), and
+    read values the same way."""
+    from spiral_arena.agents import split_options
+    from spiral_arena.registry import looks_like_secret, option_value, parse_env_id
+
+    for name in ("api_key", "oracle_api_key", "apikey", "key", "auth_token", "password", "credentials"):
+        assert looks_like_secret(name), name
+    for name in ("max_new_tokens", "secret", "keyboard", "monkey", "authors"):
+        assert not looks_like_secret(name), name
+    assert split_options("hf:x#max_new_tokens=4#temperature=0.5")[1] == {"max_new_tokens": 4, "temperature": 0.5}
+    with pytest.raises(ValueError, match="looks like a secret"):
+        split_options("openai:m#auth_token=abc")
+    assert [option_value(t) for t in ("3", "0.2", "true", "x")] == [3, 0.2, True, "x"]
+    assert parse_env_id("TwentyQuestions-v0:secret=cat;max_questions=8")[1] == {"secret": "cat", "max_questions": 8}

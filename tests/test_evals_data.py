@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.data import (
+from spiral_arena.evals.data import (
     BENCHMARKS,
     DataError,
     file_sha256,

@@ -10,17 +10,17 @@ import pytest
 
 pytest.importorskip("math_verify", reason="needs the eval extra")
 
-from evals.grading import (  # noqa: E402
+from spiral_arena.cli import main  # noqa: E402
+from spiral_arena.evals.answers import boxed_contents  # noqa: E402
+from spiral_arena.evals.grading import (  # noqa: E402
     MISSING_MATH_VERIFY,
     MathGrader,
     MathTask,
     Verdict,
-    boxed_contents,
     extract_choice,
     grade_choice,
     sanitize_gold,
 )
-from spiral_arena.cli import main  # noqa: E402
 
 DEFAULT = "last-box-or-text"
 HARD = "\\boxed{2^{2^{2^{2^{2^{5}}}}}}"  # sympy spends over a minute on this one (measured: 77 s)

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evals.compare import compare_runs
-from evals.data import DataError
-from evals.metrics import (
+from spiral_arena.cli import main
+from spiral_arena.evals.compare import compare_runs
+from spiral_arena.evals.data import DataError
+from spiral_arena.evals.metrics import (
     benchmark_metrics,
     item_scores,
     macro_average,
@@ -19,7 +20,6 @@ from evals.metrics import (
     pass_at_k,
     pass_ks,
 )
-from spiral_arena.cli import main
 
 
 def brute_pass_at_k(n: int, correct: int, k: int) -> float:
@@ -88,7 +88,7 @@ def write_run(directory: Path, matrices: dict[str, np.ndarray], temperature: flo
         "samples_per_item": {name: int(m.shape[1]) for name, m in matrices.items()},
         "benchmarks": {name: {"item_ids": [f"{name}-{i}" for i in range(len(m))]} for name, m in matrices.items()},
     }
-    from evals.manifest import protocol_hash
+    from spiral_arena.evals.manifest import protocol_hash
 
     manifest = {"protocol": protocol, "protocol_hash": protocol_hash(protocol), "seed": 0}
     (directory / "manifest.json").write_text(json.dumps(manifest))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.presets import (
+from spiral_arena.evals.presets import (
     PresetError,
     apply_overrides,
     apply_stop,
@@ -122,7 +122,7 @@ def test_preset_files_and_records(tmp_path):
     with pytest.raises(PresetError, match="--set takes KEY=VALUE"):
         parse_overrides(["temperature"])
     custom = tmp_path / "mine.toml"
-    source = (Path(__file__).parents[1] / "evals" / "presets" / "chat.toml").read_text()
+    source = (Path(__file__).parents[1] / "spiral_arena" / "evals" / "presets" / "chat.toml").read_text()
     custom.write_text(source.replace('name = "chat"', 'name = "mine"'))
     assert load_preset(str(custom)).name == "mine"
     for name in preset_names():

@@ -20,9 +20,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("math_verify", reason="needs the eval extra")
 
-from evals.data import file_sha256  # noqa: E402
-from evals.run import MANIFEST_FILE, RESULTS_FILE, SAMPLES_FILE, EvalOptions, run_eval  # noqa: E402
 from spiral_arena.cli import main  # noqa: E402
+from spiral_arena.evals.data import file_sha256  # noqa: E402
+from spiral_arena.evals.run import MANIFEST_FILE, RESULTS_FILE, SAMPLES_FILE, EvalOptions, run_eval  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "evals"
 SCRIPT = Path(sys.executable).with_name("spiral-arena")
@@ -395,7 +395,7 @@ def test_each_sample_is_its_requests_output(tiny, tmp_path, monkeypatch):
 def test_reasoning_eval_runs_on_the_learners_engine(tiny):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evals.training import parse_eval_spec, reasoning_eval
+    from spiral_arena.evals.training import parse_eval_spec, reasoning_eval
     from spiral_arena.models.hf import HFEngine
     from spiral_arena.models.prompting import stop_token_ids
 

@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from spiral_arena.models.policy import Policy  # noqa: E402
-from trainers.evaluate import kuhn_metrics, model_scorer  # noqa: E402
+from spiral_arena.models.scoring import answer_scorer  # noqa: E402
+from trainers.evaluate import kuhn_metrics  # noqa: E402
 
 ANSWERS = ["\\boxed{[bet]}", "\\boxed{[check]}"]
 OBSERVATION = "[GAME] Your card: J. Your turn. Legal actions: [check], [bet]."
@@ -48,7 +49,7 @@ def by_hand(model, policy, answer: str, temperature: float) -> float:
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
 def test_answer_scores_are_the_softmax_at_the_temperature(tiny, temperature):
     _, model, policy = tiny
-    scores = model_scorer(model, policy, temperature)(OBSERVATION, ANSWERS)
+    scores = answer_scorer(model, policy, temperature)(OBSERVATION, ANSWERS)
     expected = [by_hand(model, policy, a, temperature) for a in ANSWERS]
     assert scores == pytest.approx(expected, abs=1e-4)
     # the policy read-out normalises over the two legal answers
@@ -63,7 +64,7 @@ def test_exploitability_at_the_evaluation_temperature_and_greedy(tiny):
     cooler = kuhn_metrics(model, policy, "last", temperature=0.6)
     assert cooler["eval/kuhn_exploitability"] == pytest.approx(at_one["eval/kuhn_exploitability"])
     assert 0 <= cooler["eval/kuhn_exploitability_at_eval_t"] <= 1
-    greedy = model_scorer(model, policy, 0.0)(OBSERVATION, ANSWERS)
+    greedy = answer_scorer(model, policy, 0.0)(OBSERVATION, ANSWERS)
     probabilities = sorted(math.exp(s) for s in greedy)
     assert probabilities[0] < 1e-6  # greedy decoding produces at most one of the two answers
 
@@ -85,7 +86,7 @@ def test_an_evaluation_logs_the_rounds_its_kuhn_is_trained_with(tiny, games, rou
     """The read-out is of single hands either way; the rounds the run trains on (the game's default, 5,
     when not given) are logged beside it, so the labels can say so."""
     from trainers.config import TrainConfig
-    from trainers.loop import evaluate
+    from trainers.evaluate import evaluate
     from trainers.rollout import parse_mixture
 
     _, model, policy = tiny

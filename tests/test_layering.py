@@ -1,4 +1,6 @@
-"""The house's arrows point down: rules and games never import the layers built on them."""
+"""The house's arrows point down (docs/architecture.md): every module of spiral_arena, trainers and
+leaderboard sits on a floor, imports nothing on a floor above its own (function-level imports included),
+trainers and leaderboard never import each other, and no modules import each other in a circle."""
 
 from __future__ import annotations
 
@@ -9,12 +11,29 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "spiral_arena"
-# layer -> the modules it must not import (anywhere in a file, function-level imports included)
+# Floors, bottom to top: a module may import its own floor's and lower floors' modules only. Each entry is a
+# room (a package or a module); within a room anything goes, between the rooms of floor 8 nothing does.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("spiral_arena.core", "spiral_arena.processes", "spiral_arena.outputs"),  # rules contract, text env; OS helpers
+    ("spiral_arena.llm", "spiral_arena.wordlists"),  # the chat client (Twenty Questions' judge), word lists
+    ("spiral_arena.games",),
+    ("spiral_arena.registry", "spiral_arena.analysis"),  # env ids and their option grammar; exact analysis
+    ("spiral_arena.models",),  # engines, weights, prompts, checkpoint settings
+    ("spiral_arena.agents",),
+    ("spiral_arena.inflight", "spiral_arena.play", "spiral_arena.wrappers", "spiral_arena.testing"),
+    ("spiral_arena.evals", "spiral_arena.serve", "spiral_arena.integrations"),
+    ("trainers", "leaderboard"),  # they meet through a checkpoint on disk or an agent spec, never an import
+    ("spiral_arena.cli", "trainers.__main__"),  # the command line: the top floor
+)
+SEPARATE = {"trainers", "leaderboard"}  # rooms of one floor that must not import each other
+FACADE = "spiral_arena"  # the package's __init__: re-exports from several floors for users, imported by no module
+# layer -> the modules it must not import: the strictest rooms, kept as a plain list for their own test
 FORBIDDEN = {
-    "core": ("spiral_arena.games", "spiral_arena.agents", "spiral_arena.llm", "trainers", "leaderboard", "evals"),
-    "games": ("spiral_arena.agents", "trainers", "leaderboard", "evals"),
+    "core": ("spiral_arena.games", "spiral_arena.agents", "spiral_arena.llm", "trainers", "leaderboard",
+             "spiral_arena.evals"),
+    "games": ("spiral_arena.agents", "spiral_arena.models", "trainers", "leaderboard", "spiral_arena.evals"),
     # other trainers' entry points sit on the suite, never on our own trainer or leaderboard
-    "integrations": ("trainers", "leaderboard", "evals"),
+    "integrations": ("trainers", "leaderboard"),
 }
 DYNAMIC = "<dynamic>"  # an import whose name is not written in the source: the check cannot see where it goes
 IMPORT_FUNCTIONS = ("import_module", "__import__")  # importlib.import_module, import_module, __import__
@@ -96,10 +115,118 @@ def upward_imports(root: Path, layer: str) -> dict[str, list[str]]:
     return found
 
 
+def room_of(module: str) -> tuple[int, str] | None:
+    """(floor, room) of a module: the room whose name is the module's longest prefix; None outside the house."""
+    found = [(n, room) for n, rooms in enumerate(FLOORS) for room in rooms if f"{module}.".startswith(f"{room}.")]
+    return max(found, key=lambda pair: len(pair[1])) if found else None
+
+
+def project_modules(root: Path = REPO) -> dict[str, Path]:
+    """Every module of the three packages, by name (a package's __init__ under the package's name)."""
+    modules = {}
+    for top in ("spiral_arena", "trainers", "leaderboard"):
+        for path in sorted((root / top).rglob("*.py")):
+            if "hub" in path.relative_to(root).parts:  # verifiers' Hub packages: installed apart, re-exports only
+                continue
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def house_violations(root: Path = REPO) -> list[str]:
+    """Each import that goes up a floor or between separate rooms, and each module on no floor."""
+    found = []
+    for module, path in project_modules(root).items():
+        if module == FACADE:
+            continue
+        mine = room_of(module)
+        if mine is None:
+            found.append(f"{module} is on no floor: add it to FLOORS")
+            continue
+        for imported in sorted(file_imports(path, root)):
+            theirs = room_of(imported)  # DYNAMIC is on no floor: refused in FORBIDDEN's layers, not known here
+            if theirs is None or imported == FACADE:
+                continue
+            if theirs[0] > mine[0] or (mine[1] != theirs[1] and {mine[1], theirs[1]} <= SEPARATE):
+                found.append(f"{module} (floor {mine[0]}) imports {theirs[1]} (floor {theirs[0]})")
+    return sorted(set(found))
+
+
+def circles(root: Path = REPO) -> list[list[str]]:
+    """The groups of modules that import each other in a circle (strongly connected, more than one)."""
+    modules = project_modules(root)
+
+    def target(name: str) -> str | None:  # ``from a.b import c``: the module c if it is one, else a.b
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {m: {t for i in file_imports(p, root) if (t := target(i)) and t != m} for m, p in modules.items()}
+    order, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in graph:
+        if node not in order:
+            visit(node)
+    return groups
+
+
+def test_every_module_is_on_a_floor_and_imports_nothing_above_it():
+    assert house_violations() == []
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert circles() == []
+
+
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_a_layer_imports_nothing_above_it(layer):
     assert list((PACKAGE / layer).glob("*.py"))
     assert upward_imports(REPO, layer) == {}
+
+
+def test_the_house_check_finds_an_upward_import_a_separate_room_and_a_circle(tmp_path):
+    files = {
+        "spiral_arena/__init__.py": "",
+        "spiral_arena/core/__init__.py": "",
+        "spiral_arena/core/env.py": "def later():\n    from spiral_arena.agents import make_agent\n",
+        "spiral_arena/agents/__init__.py": "from spiral_arena.agents.a import x\n",
+        "spiral_arena/agents/a.py": "from spiral_arena.agents import y\n",
+        "spiral_arena/stray.py": "",
+        "trainers/__init__.py": "",
+        "trainers/loop.py": "import leaderboard.store\n",
+        "leaderboard/__init__.py": "",
+        "leaderboard/store.py": "from spiral_arena.core import env\n",
+    }
+    for name, source in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(source)
+    assert house_violations(tmp_path) == [
+        "spiral_arena.core.env (floor 0) imports spiral_arena.agents (floor 5)",
+        "spiral_arena.stray is on no floor: add it to FLOORS",
+        "trainers.loop (floor 8) imports leaderboard (floor 8)",
+    ]
+    assert circles(tmp_path) == [["spiral_arena.agents", "spiral_arena.agents.a"]]
 
 
 def test_the_chat_client_sits_below_games_and_agents():

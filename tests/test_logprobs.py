@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from trainers.logprobs import pack, response_logprobs  # noqa: E402
+from spiral_arena.models.logprobs import pack, response_logprobs  # noqa: E402
 from trainers.tiny import build_model  # noqa: E402
 
 VOCAB = 97

@@ -85,7 +85,7 @@ def test_out_of_domain_games_are_evaluated_unless_turned_off(out_of_domain):
     import torch
 
     from trainers.config import TrainConfig
-    from trainers.loop import evaluate as trainer_evaluate
+    from trainers.evaluate import evaluate as trainer_evaluate
 
     assert TrainConfig.build({"recipe": "tiny"}).eval_out_of_domain is False
     config = TrainConfig.build({"eval_games": 1, "eval_opponents": "random", "eval_out_of_domain": out_of_domain})

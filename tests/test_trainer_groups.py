@@ -18,7 +18,8 @@ from test_trainer_units import CharTokenizer, EchoEngine, play  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
 from trainers.belief import log_beliefs  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
-from trainers.loop import group_advantages, train  # noqa: E402
+from trainers.groups import group_advantages  # noqa: E402
+from trainers.loop import train  # noqa: E402
 from trainers.rollout import parse_mixture  # noqa: E402
 from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages  # noqa: E402
 
@@ -383,7 +384,7 @@ def test_the_tiny_tokenizer_spells_each_secret_noun_in_a_few_tokens(tiny_policy)
 
 
 def test_the_warm_start_plays_about_one_game_per_ten_samples():
-    from trainers.loop import sft_games
+    from trainers.sft import sft_games
 
     sizes = [sft_games(TrainConfig.build({"sft_steps": steps, "sft_batch": 64})) for steps in (0, 2, 100, 400, 600)]
     assert sizes == [50, 50, 640, 2000, 2000]

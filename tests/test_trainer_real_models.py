@@ -17,7 +17,8 @@ pytest.importorskip("transformers")
 from trainers import checkpoint  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed import Distributed, collective_device, select_device  # noqa: E402
-from trainers.loop import train, update  # noqa: E402
+from trainers.learner import update  # noqa: E402
+from trainers.loop import train  # noqa: E402
 from trainers.rae import RAE  # noqa: E402
 from trainers.rollout import Turn  # noqa: E402
 
@@ -86,7 +87,7 @@ def test_bf16_weights_would_lose_the_update():
 
 
 def test_trainer_loads_fp32_weights_when_bf16_is_on(tmp_path):
-    from trainers.loop import load_model
+    from trainers.setup import load_model
     from trainers.tiny import create_tiny
 
     create_tiny(tmp_path / "tiny_init", ["TicTacToe-v0"])
@@ -218,7 +219,7 @@ def test_checkpoint_state_is_loaded_without_running_pickled_code(tmp_path, capsy
 def test_entropy_bonus_raises_the_policy_entropy():
     """With every advantage 0 the policy gradient is 0: the entropy bonus alone moves the weights,
     towards a flatter next-token distribution; without it nothing moves and no entropy is logged."""
-    from trainers.logprobs import pack, response_logprobs
+    from spiral_arena.models.logprobs import pack, response_logprobs
 
     def mean_entropy(model, turns) -> float:
         batch = pack([t.prompt_ids for t in turns], [t.response_ids for t in turns], 0, "cpu")

@@ -18,7 +18,8 @@ import pytest
 import spiral_arena
 from spiral_arena import cli
 from trainers.__main__ import main as trainers_main
-from trainers.config import ConfigError, TrainConfig, field_docs
+from trainers.config import ConfigError, TrainConfig
+from trainers.flags import field_docs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -159,7 +160,7 @@ def test_choices(capsys, workdir, field, valid):
     ],
 )
 def test_booleans_written_as_strings_mean_what_they_say(workdir, written, value):
-    from trainers.config import read_config_file
+    from trainers.flags import read_config_file
 
     config = TrainConfig.build(read_config_file(config_file(workdir, f"rae = {written}\nplots = {written}\n")))
     assert config.rae is value and config.plots is value

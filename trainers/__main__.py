@@ -5,21 +5,28 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainers.config import ConfigError, add_arguments, from_arguments
+from trainers.config import ConfigError
+from trainers.flags import add_arguments, from_arguments
+
+
+def run(args: argparse.Namespace, prog: str) -> int:
+    """Train with the parsed flags (``add_arguments``): ``spiral-arena train`` and ``python -m trainers`` both
+    come here. The whole config is checked before anything is built or written (exit 2, one line per problem)."""
+    try:
+        config = from_arguments(args)
+    except ConfigError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    from trainers.loop import train  # torch and transformers only for a valid config
+
+    print(f"run written to {train(config)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainers", description="spiral-arena self-play training")
     add_arguments(parser)
-    try:
-        config = from_arguments(parser.parse_args(argv))  # checked before anything is built or written
-    except ConfigError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
-    from trainers.loop import train  # torch and transformers only for a valid config
-
-    train(config)
-    return 0
+    return run(parser.parse_args(argv), parser.prog)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
+from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
-from trainers.logprobs import pack, response_logprobs
 
 PROBE_PREFIX = "Is it '"
 

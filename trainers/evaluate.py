@@ -13,18 +13,25 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from spiral_arena import list_envs, make
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
 from spiral_arena.models.policy import Policy
+from spiral_arena.models.scoring import answer_scorer
 from spiral_arena.play import play_games
+from spiral_arena.registry import REGISTRY
 from spiral_arena.registry import spec as spec_of
-from trainers.logprobs import pack, response_logprobs
+from trainers.config import TrainConfig
 from trainers.rollout import GameResult, GameSpec, collect
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
+OUTCOMES = ("win", "draw", "loss", "invalid")
+
+
+def match_key(game: str, opponent: str, outcome: str) -> str:
+    """The metric of one evaluated match outcome: ``eval/GAME/OPPONENT/OUTCOME`` (the game with its options)."""
+    return f"eval/{game}/{opponent}/{outcome}"
 
 
 def eval_games(training_games: list[GameSpec], extra: str, out_of_domain: bool = True) -> list[GameSpec]:
@@ -115,9 +122,8 @@ def play_against(
                 winner = record.outcome.get("winner")
                 counts["win" if winner == my_name else "draw" if winner is None else "loss"] += 1
                 counts["invalid"] += my_name in record.invalid
-            key = f"eval/{spec.label}/{name}"
-            for outcome in ("win", "draw", "loss", "invalid"):
-                metrics[f"{key}/{outcome}"] = counts[outcome] / len(seeds)
+            for outcome in OUTCOMES:
+                metrics[match_key(spec.label, name, outcome)] = counts[outcome] / len(seeds)
     return metrics
 
 
@@ -163,7 +169,7 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
     (at least one success in k, unbiased with n = k), each with a 95% bootstrap interval over the
     secrets, and the mean number of questions. ``eval/GAME/solo/win`` is Mean@k, so the summary
     lines read it as a win rate. Also the shares of invalid and of repeated questions."""
-    from evals.metrics import benchmark_metrics
+    from spiral_arena.evals.metrics import benchmark_metrics
 
     seeds = covering_seeds(spec, seed)
     results = collect(
@@ -210,35 +216,15 @@ def verdict_share(results: list[GameResult], verdict: str) -> float:
     return sum(v == verdict for v in verdicts) / max(1, len(verdicts))
 
 
-GREEDY_TEMPERATURE = 1e-3  # temperature 0 (greedy) is read as this: the greedy path gets all the mass
-
-
-def model_scorer(model, policy: Policy, temperature: float = 1.0):
-    """(observation, answers) -> log-prob of each whole answer (plus end of turn) under ``model``
-    sampled at ``temperature`` (each token's logits divided by it, as the engine samples; 0 = greedy)."""
-    tokenizer, device = policy.tokenizer, next(model.parameters()).device
-    temperature = temperature if temperature > 0 else GREEDY_TEMPERATURE
-
-    @torch.no_grad()
-    def score(observation: str, answers: list[str]) -> list[float]:
-        prompt = policy.prompt_ids(observation)
-        targets = [tokenizer(a, add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for a in answers]
-        ids, attention, positions, mask = pack([prompt] * len(answers), targets, tokenizer.pad_token_id, device)
-        logp, m = response_logprobs(model, ids, attention, positions, mask, temperature)
-        return (logp * m).sum(dim=1).tolist()
-
-    return score
-
-
 def kuhn_metrics(model, policy: Policy, obs_format: str = "", temperature: float = 1.0) -> dict[str, float]:
     """Exact exploitability of the single-hand policy read off the model at temperature 1 (SPIRAL's
     read-out, ``eval/kuhn_exploitability``) and, when it differs, at ``temperature``, the way the
     evaluation samples it (``eval/kuhn_exploitability_at_eval_t``)."""
-    probs, invalid_mass = kuhn_policy_from_scores(model_scorer(model, policy), obs_format)
+    probs, invalid_mass = kuhn_policy_from_scores(answer_scorer(model, policy), obs_format)
     out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
     out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
     if temperature != 1.0:
-        sampled, _ = kuhn_policy_from_scores(model_scorer(model, policy, temperature), obs_format)
+        sampled, _ = kuhn_policy_from_scores(answer_scorer(model, policy, temperature), obs_format)
         out["eval/kuhn_exploitability_at_eval_t"] = kuhn_exploitability(sampled)
     return out
 
@@ -252,12 +238,12 @@ TARGETS = (
 
 
 def match_table(scores: dict[str, float]) -> dict[str, dict[str, dict[str, float]]]:
-    """``eval/GAME/OPPONENT/OUTCOME`` numbers as {game: {opponent: {outcome: rate}}}; games keep
-    their options (``KuhnPoker-v0:rounds=1``)."""
+    """``match_key`` numbers as {game: {opponent: {outcome: rate}}}, in order of appearance; games keep
+    their options (``KuhnPoker-v0:rounds=1``). The one reader of those keys (plots, summaries, benchmarks)."""
     table: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for key, value in scores.items():
         parts = key.removeprefix("eval/").rsplit("/", 2)
-        if key.startswith("eval/") and len(parts) == 3 and parts[2] in ("win", "draw", "loss", "invalid"):
+        if key.startswith("eval/") and len(parts) == 3 and parts[2] in OUTCOMES:
             game, opponent, outcome = parts
             table[game][opponent][outcome] = value
     return table
@@ -343,3 +329,51 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
     if not table and not numbers:
         lines.append("  (no evaluation numbers: eval_opponents is empty and Kuhn is not trained)")
     return "\n".join(lines)
+
+
+def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = True) -> dict[str, float]:
+    """Fixed-seed matches on the training games, plus the out-of-domain ones unless
+    ``eval_out_of_domain`` is off (or on ``eval_env_ids``; skipped when not ``play``), and Kuhn
+    exploitability when Kuhn is trained."""
+    # the out-of-domain games are two-player games; a single-player run evaluates on its own games
+    games = specs
+    if config.algo == "rae" or config.eval_env_ids:
+        games = eval_games(specs, config.eval_env_ids, config.eval_out_of_domain)
+    opponents = [o for o in config.eval_opponents.split(",") if o]
+    model.eval()
+    metrics = {}
+    if play:
+        metrics = play_against(
+            policy,
+            games,
+            opponents,
+            config.eval_games,
+            seed=12345,
+            secret_samples=config.eval_samples_per_secret,
+            long_questions=config.eval_long_questions,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.eval_temperature,
+            top_p=config.top_p,
+            max_game_actions=config.max_game_actions,
+            obs_format=config.obs_format,
+        )
+    kuhn_rounds = [{**REGISTRY[s.env_id].options, **s.options}["rounds"] for s in specs if s.env_id == "KuhnPoker-v0"]
+    if kuhn_rounds:  # read on single hands whatever the run trains on; the rounds trained are logged beside it
+        metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
+        metrics["eval/kuhn_trained_rounds"] = max(kuhn_rounds)
+    model.train()
+    return metrics
+
+
+def reasoning(policy: Policy, tokenizer, config: TrainConfig) -> dict[str, float]:
+    """The fixed, seeded reasoning subset of ``config.eval_reasoning``, answered by the policy's engine."""
+    from spiral_arena.evals.training import reasoning_eval
+
+    return reasoning_eval(
+        policy.engine,
+        tokenizer,
+        config.eval_reasoning,
+        seed=config.seed,
+        data_dir=config.eval_reasoning_data or None,
+        overrides={"max_new_tokens": str(config.eval_reasoning_max_new_tokens)},
+    )

@@ -19,9 +19,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from trainers.evaluate import match_key, match_table
+
 Row = dict[str, Any]
 
-OUTCOMES = ("win", "draw", "loss", "invalid")
 EXPLOITABILITY_REFERENCES = (
     (0.0, "Nash 0"),
     (1 / 3, "any card-blind policy 1/3"),
@@ -72,29 +73,25 @@ def _key(key: str) -> Callable[[Row], float | None]:
 
 
 def _win_or_draw(game: str, opponent: str) -> Callable[[Row], float | None]:
-    prefix = f"eval/{game}/{opponent}/"
-    return lambda r: None if prefix + "win" not in r else r[prefix + "win"] + r.get(prefix + "draw", 0.0)
+    win, draw = match_key(game, opponent, "win"), match_key(game, opponent, "draw")
+    return lambda r: None if win not in r else r[win] + r.get(draw, 0.0)
 
 
 def _mean_invalid(game: str, opponents: list[str]) -> Callable[[Row], float | None]:
     def value(row: Row) -> float | None:
-        found = [row[k] for o in opponents if (k := f"eval/{game}/{o}/invalid") in row]
+        found = [row[k] for o in opponents if (k := match_key(game, o, "invalid")) in row]
         return sum(found) / len(found) if found else None
 
     return value
 
 
 def _eval_games(rows: list[Row]) -> dict[str, list[str]]:
-    """Evaluated game -> its opponents, in order of first appearance. The keys are
-    eval/{GAME}/{OPPONENT}/{OUTCOME}, where GAME may carry options (``KuhnPoker-v0:rounds=1``)."""
+    """Evaluated game (with its options) -> its opponents, in order of first appearance (``match_table``)."""
     games: dict[str, list[str]] = {}
     for row in rows:
-        for key in row:
-            parts = key.split("/")
-            if len(parts) >= 4 and parts[0] == "eval" and parts[-1] in OUTCOMES:
-                opponents = games.setdefault("/".join(parts[1:-2]), [])
-                if parts[-2] not in opponents:
-                    opponents.append(parts[-2])
+        for game, by_opponent in match_table(row).items():
+            opponents = games.setdefault(game, [])
+            opponents += [o for o in by_opponent if o not in opponents]
     return games
 
 
@@ -207,7 +204,7 @@ def _draw_game(ax: Axes, rows: list[Row], game: str, opponents: list[str], colou
     for i, opponent in enumerate(opponents):
         style = {"color": colours[opponent], "linewidth": max(1.0, 2.4 - 0.8 * i)}  # thinner over thicker
         _plot(ax, *_series(rows, _win_or_draw(game, opponent)), f"vs {opponent}: win or draw", i, **style)
-        steps, values = _series(rows, _key(f"eval/{game}/{opponent}/{second}"))
+        steps, values = _series(rows, _key(match_key(game, opponent, second)))
         dashes = "--" if second == "loss" else ":"
         _plot(ax, steps, values, f"vs {opponent}: {second}", i, linestyle=dashes, marker=None, **style)
     _rate_axis(ax)

@@ -19,9 +19,10 @@ from spiral_arena import make
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis.read_policy import answer_text
 from spiral_arena.models.checkpoints import SETTINGS_FILE
+from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
-from trainers.logprobs import pack, response_logprobs
+from trainers.config import TrainConfig
 from trainers.rollout import GameSpec
 
 
@@ -176,3 +177,9 @@ def run_sft(
         )
     )
     return final
+
+
+def sft_games(config: TrainConfig) -> int:
+    """Games of ``sft_agent`` for the warm start: about one per 10 samples trained on (a game yields
+    several), at least 50 and at most 2,000, so a short warm start does not wait on data it never reads."""
+    return min(2000, max(50, config.sft_steps * config.sft_batch // 10))

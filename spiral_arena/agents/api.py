@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
-from spiral_arena.llm import PROVIDERS, ChatClient, Completion, request_seed, resolve_endpoint, safe_url
+from spiral_arena.agents.specs import parse_spec
+from spiral_arena.llm import PROVIDERS, ChatClient, ChatReply, request_seed, resolve_endpoint, safe_url
 from spiral_arena.models.prompting import chat_messages
 
 
@@ -39,7 +40,7 @@ class APIAgent(BaseAgent):
     concurrency.
 
     ``answer`` and ``answer_batch`` are ``act`` and ``act_batch`` with what each move cost: a
-    ``Completion`` per decision (the provider's token counts, None where it sent no ``usage``, and
+    ``ChatReply`` per decision (the provider's token counts, None where it sent no ``usage``, and
     the latency of the request that succeeded), in input order, so a caller playing several games at
     once can charge every move to its own game. The agent itself keeps no record of its requests.
     """
@@ -68,8 +69,6 @@ class APIAgent(BaseAgent):
         if spec is not None:
             if provider is not None or model is not None or base_url is not None:
                 raise ValueError("give APIAgent either a spec or provider/model/base_url, not both")
-            from spiral_arena.agents import parse_spec  # the spec grammar lives with make_agent
-
             parsed = parse_spec(spec)
             provider, model, base_url = parsed.kind, parsed.target, parsed.base_url
         if provider not in PROVIDERS:
@@ -116,7 +115,7 @@ class APIAgent(BaseAgent):
     def act(self, observation: str, info: dict[str, Any]) -> str:
         return self.answer(observation, info).text
 
-    def answer(self, observation: str, info: dict[str, Any]) -> Completion:
+    def answer(self, observation: str, info: dict[str, Any]) -> ChatReply:
         """The raw completion of one decision, with its token counts and latency."""
         extra = dict(self.extra_body)
         if self.send_info:
@@ -136,7 +135,7 @@ class APIAgent(BaseAgent):
         """Answers in input order; the first failure cancels what has not started and is raised."""
         return [reply.text for reply in self.answer_batch(observations, infos)]
 
-    def answer_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[Completion]:
+    def answer_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[ChatReply]:
         """``answer`` for each decision, up to ``concurrency`` requests at once; in input order, each with
         its own request's usage. The first failure cancels what has not started and is raised."""
         if len(observations) != len(infos):

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from spiral_arena.agents.model import ModelAgent
-from spiral_arena.models.checkpoints import adapter_base, read_settings
+from spiral_arena.models import loading
+from spiral_arena.models.checkpoints import read_settings
 from spiral_arena.models.prompting import stop_token_ids
+from spiral_arena.models.scoring import answer_scorer
 
 
 class HFAgent(ModelAgent):
@@ -41,20 +43,8 @@ class HFAgent(ModelAgent):
 
     def score_answers(self, observation: str, answers: list[str], temperature: float = 1.0) -> list[float]:
         """Log-probability of each whole answer (ending the turn) as the reply to ``observation`` when
-        sampled at ``temperature`` (logits divided by it; 0 is read as 1e-3, i.e. greedy)."""
-        torch = self.torch
-        tok = self.tokenizer
-        prompt = self.policy.prompt_ids(self.shown(observation))
-        scores = []
-        with torch.no_grad():
-            for answer in answers:
-                target = tok(answer, add_special_tokens=False)["input_ids"] + [self.stop_ids[0]]
-                ids = torch.tensor([prompt + target], device=self.device)
-                logits = self.model(input_ids=ids).logits[0, :-1].float() / (temperature if temperature > 0 else 1e-3)
-                logp = torch.log_softmax(logits, dim=-1)
-                positions = torch.arange(len(prompt) - 1, ids.shape[1] - 1, device=self.device)
-                scores.append(float(logp[positions, ids[0, len(prompt) :]].sum()))
-        return scores
+        sampled at ``temperature`` (0 = greedy), prompted as this agent prompts."""
+        return answer_scorer(self.model, self.policy, temperature)(self.shown(observation), answers)
 
     def kuhn_policy(self) -> dict[str, float]:
         """Its single-hand Kuhn policy as it plays: answer log-probs at its own sampling temperature
@@ -67,23 +57,14 @@ class HFAgent(ModelAgent):
         return kuhn_policy_from_scores(score, self.obs_format if self.obs_format != "last" else "")[0]
 
 
-def load_model(path: str, device: str, dtype: Any = None) -> tuple[Any, Any]:
-    """(model in eval mode on ``device``, tokenizer) of a model directory or checkpoint; a LoRA
-    checkpoint is loaded as its base with the adapter merged. bf16 on CUDA, fp32 elsewhere by default."""
+def load_model(path: str, device: str) -> tuple[Any, Any]:
+    """(model in eval mode on ``device``, tokenizer) of a model directory or checkpoint (a LoRA one merged);
+    bf16 on CUDA, fp32 elsewhere."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = dtype or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        base = adapter_base(path)
-        if base is not None:  # a LoRA checkpoint: its base plus the adapter
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), path)
-            model = model.merge_and_unload()
-        else:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model, tokenizer = loading.load_model(path, device, dtype, adapter="merged")
     except OSError as error:
         raise ValueError(f"hf:{path} is not a transformers model directory: {error}") from error
-    return model.to(device).eval(), tokenizer
+    return model.eval(), tokenizer

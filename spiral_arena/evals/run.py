@@ -9,7 +9,7 @@
   (a response may quote the question).
 - ``results.json``: per benchmark first-sample accuracy, mean@n, pass@k with 95% intervals, no-answer,
   time-out and truncation rates, mean response tokens; the maths, general and overall macro averages.
-- ``manifest.json``: see ``evals.manifest``.
+- ``manifest.json``: see ``spiral_arena.evals.manifest``.
 
 ``regrade`` re-reads the stored responses and grades them again (another extraction mode, a newer
 grader) without generating anything.
@@ -36,18 +36,18 @@ from typing import Any
 
 import numpy as np
 
-from evals.data import (
+from spiral_arena.evals.answers import LETTERS
+from spiral_arena.evals.data import (
     BENCHMARKS,
     GENERAL_BENCHMARKS,
-    LETTERS,
     MATH_BENCHMARKS,
     DataError,
     Item,
     LoadedBenchmark,
     load_benchmark,
 )
-from evals.generate import Advance, Generation, Request, Sampling, make_backend, model_kind
-from evals.grading import (
+from spiral_arena.evals.generate import Advance, Generation, Request, Sampling, make_backend, model_kind
+from spiral_arena.evals.grading import (
     MathGrader,
     MathTask,
     Verdict,
@@ -57,9 +57,9 @@ from evals.grading import (
     require_math_verify,
     shared_grader,
 )
-from evals.manifest import differing_fields, model_identity, package_identity, protocol_hash, write_json
-from evals.metrics import RESAMPLES, benchmark_metrics, item_scores, macro_average
-from evals.presets import (
+from spiral_arena.evals.manifest import differing_fields, model_identity, package_identity, protocol_hash, write_json
+from spiral_arena.evals.metrics import RESAMPLES, benchmark_metrics, item_scores, macro_average
+from spiral_arena.evals.presets import (
     KINDS,
     Preset,
     apply_overrides,

@@ -42,13 +42,12 @@ from importlib import metadata
 from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple
 
-from evals.data import LETTERS
+from spiral_arena.evals.answers import LETTERS, boxed_contents
 from spiral_arena.processes import ignore_sigint, sigint_held
 
 MATH_EXTRACTIONS = ("last-box-or-text", "last-box", "all-boxes")
 CHOICE_EXTRACTIONS = ("default", "spiral")
 MISSING_MATH_VERIFY = "grading maths needs math-verify: pip install 'spiral-arena[eval]'"
-_BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _TEXT_WRAPPER = re.compile(r"^\\(?:text|textbf|mathrm|mathbf|textrm)\s*\{(.*)\}$", re.S)
 
 
@@ -71,26 +70,6 @@ class MathTask(NamedTuple):
 
 
 # -- extraction -------------------------------------------------------------------------------------
-
-
-def boxed_contents(text: str) -> list[str]:
-    """The contents of every ``\\boxed{...}`` / ``\\fbox{...}`` in order, braces matched; unclosed ones are skipped."""
-    found = []
-    position = 0
-    while match := _BOX_START.search(text, position):
-        depth, start = 1, match.end()
-        index = start
-        while index < len(text) and depth:
-            if text[index] == "\\" and index + 1 < len(text):  # an escaped brace does not count
-                index += 2
-                continue
-            depth += {"{": 1, "}": -1}.get(text[index], 0)
-            index += 1
-        if depth:
-            break
-        found.append(text[start : index - 1])
-        position = index
-    return found
 
 
 def sanitize_gold(answer: str) -> str:

@@ -18,8 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from evals.data import file_sha256
-from evals.generate import model_kind
+from spiral_arena.evals.data import file_sha256
+from spiral_arena.evals.generate import model_kind
 from spiral_arena.models.checkpoints import read_settings
 
 

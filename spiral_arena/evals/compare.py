@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from evals.data import BENCHMARKS, GENERAL_BENCHMARKS, MATH_BENCHMARKS, DataError
-from evals.manifest import differing_fields
-from evals.metrics import METRICS, RESAMPLES, item_scores, paired_difference, paired_macro
-from evals.presets import KINDS
-from evals.run import complete_items, correctness, read_manifest, read_run
+from spiral_arena.evals.data import BENCHMARKS, GENERAL_BENCHMARKS, MATH_BENCHMARKS, DataError
+from spiral_arena.evals.manifest import differing_fields
+from spiral_arena.evals.metrics import METRICS, RESAMPLES, item_scores, paired_difference, paired_macro
+from spiral_arena.evals.presets import KINDS
+from spiral_arena.evals.run import complete_items, correctness, read_manifest, read_run
 
 AVERAGES = {"math average": MATH_BENCHMARKS, "general average": GENERAL_BENCHMARKS, "overall": tuple(BENCHMARKS)}
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LETTERS = "ABCDEFGHIJ"
+from spiral_arena.evals.answers import LETTERS, boxed_contents
+
 FILE_SUFFIXES = (".jsonl", ".parquet", ".csv")
 PROVENANCE_SUFFIX = ".provenance.json"  # e.g. math500.jsonl.provenance.json: {"hub_id": ..., "revision": ...}
 
@@ -131,8 +132,6 @@ def _row_id(row: Mapping[str, Any], number: int, prefix: str, *names: str) -> st
 
 def _last_boxed(text: str) -> str | None:
     """The content of the last ``\\boxed{...}`` in ``text`` (brace-matched), or None."""
-    from evals.grading import boxed_contents
-
     boxes = boxed_contents(text)
     return boxes[-1] if boxes else None
 

@@ -28,9 +28,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from evals.data import BENCHMARKS, LETTERS
-from evals.grading import CHOICE_EXTRACTIONS, MATH_EXTRACTIONS
-from evals.metrics import METRICS
+from spiral_arena.evals.answers import LETTERS
+from spiral_arena.evals.data import BENCHMARKS
+from spiral_arena.evals.grading import CHOICE_EXTRACTIONS, MATH_EXTRACTIONS
+from spiral_arena.evals.metrics import METRICS
 
 FORMATS = ("raw", "chat")
 KINDS = ("math", "choice")
@@ -90,7 +91,7 @@ def text_sha256(text: str) -> str:
 
 
 def preset_names() -> list[str]:
-    folder = resources.files("evals") / "presets"
+    folder = resources.files("spiral_arena.evals") / "presets"
     return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
@@ -100,7 +101,7 @@ def load_preset(name_or_path: str) -> Preset:
     if name_or_path.endswith(".toml") and path.is_file():
         text = path.read_text(encoding="utf-8")
     elif name_or_path in preset_names():
-        text = (resources.files("evals") / "presets" / f"{name_or_path}.toml").read_text(encoding="utf-8")
+        text = (resources.files("spiral_arena.evals") / "presets" / f"{name_or_path}.toml").read_text(encoding="utf-8")
     else:
         raise PresetError(f"unknown preset {name_or_path!r}; valid: {', '.join(preset_names())}, or a .toml file")
     try:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Protocol
 
-from evals.data import DataError
+from spiral_arena.evals.data import DataError
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.models.vllm import request_seeds
 

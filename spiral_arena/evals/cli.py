@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from evals.data import BENCHMARKS
+from spiral_arena.evals.data import BENCHMARKS
 
 PRESET_HELP = "spiral-offline, spiral-online, fewshot-4, chat, or a .toml file of the same shape"
 
@@ -101,7 +101,7 @@ def _grader_arguments(parser: argparse.ArgumentParser, timeout_default: float | 
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
-    from evals.presets import parse_overrides
+    from spiral_arena.evals.presets import parse_overrides
 
     overrides = parse_overrides(args.set)
     for key in ("samples", "temperature", "top_p", "max_new_tokens"):  # flags named like the preset keys
@@ -116,9 +116,9 @@ def _default_output(model: str, preset: str) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from evals.data import parse_benchmark_list
-    from evals.run import EvalOptions, IncompleteRun, run_eval
     from spiral_arena.agents import model_path_problem
+    from spiral_arena.evals.data import parse_benchmark_list
+    from spiral_arena.evals.run import EvalOptions, IncompleteRun, run_eval
     from spiral_arena.outputs import write_problem
 
     if not args.model:
@@ -163,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_regrade(args: argparse.Namespace) -> int:
-    from evals.run import regrade
+    from spiral_arena.evals.run import regrade
 
     results = regrade(
         args.run_dir,
@@ -179,8 +179,8 @@ def cmd_regrade(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from evals.compare import compare_runs, plot_comparison, print_comparison
-    from evals.manifest import write_json
+    from spiral_arena.evals.compare import compare_runs, plot_comparison, print_comparison
+    from spiral_arena.evals.manifest import write_json
 
     comparison = compare_runs(
         args.run_a, args.run_b, args.metric, args.allow_protocol_mismatch, args.seed, args.bootstrap, args.common_items

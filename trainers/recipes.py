@@ -1,0 +1,85 @@
+"""The recipes: each a set of field values that ``TrainConfig.build`` puts under the user's overrides
+(``--recipe``, or "auto": tiny for the embedded model, spiral otherwise), and each algorithm's own settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The tiny CPU recipe: short "last message" prompts, one-line answers, ~1,300 turns per step with
+# Kuhn four times as often as TicTacToe, a KL anchor to the warm start and a cosine-decayed
+# learning rate, so the ~170k-parameter model does not collapse; a warm start on position-dependent
+# random play, so it does not start card-blind; a fixed 120 steps (9.0-9.4 min on 2 idle cores, see README;
+# learning has flattened by step ~90 on every seed measured), with the time limit only as a safety
+# stop; 200 evaluation games per seat and opponent (95% interval at most +-0.05) on the training games, a checkpoint at
+# every evaluation. See README, "Learning", for what was measured.
+RECIPES: dict[str, dict[str, Any]] = {
+    "spiral": {},
+    "tiny": {
+        "games": "KuhnPoker-v0:rounds=1,TicTacToe-v0",
+        "game_weights": "4,1",
+        "prompt_template": "bare",
+        "obs_format": "last",
+        "samples_per_step": 1024,
+        "games_in_flight": 256,
+        "max_new_tokens": 12,
+        "steps": 120,
+        "time_limit_s": 900.0,
+        "loss": "reinforce",
+        "epochs": 1,
+        "micro_batch": 512,
+        "aggregation": "token_mean",
+        "lr": 1e-3,
+        "lr_min": 1e-4,
+        "lr_schedule": "cosine",
+        "kl_coef": 0.3,
+        "sft_steps": 600,
+        "sft_agent": "random#per_state=true",
+        "eval_every": 30,
+        "eval_games": 200,
+        "eval_out_of_domain": False,
+        "eval_temperature": 0.6,
+        "save_every": 30,
+        "bf16": False,
+        "vllm_max_model_len": 1024,
+        "vllm_kv_cache_gib": 1.0,
+        "vllm_enforce_eager": True,
+    },
+}
+
+
+# delta-belief-rl's 4B run (trainer.md section 4): its SFT questioner, LoRA r 64 on every linear layer,
+# 240 secrets x 16 games per step for 60 steps (15 epochs of 1,000 words), thinking off, a Qwen3-14B
+# judge behind an OpenAI-compatible endpoint ($OPENAI_BASE_URL, e.g. `vllm serve Qwen/Qwen3-14B`), and
+# evaluation on the held-out nouns with 8 samples each at the judge's sampling, at 20 and 50 questions.
+_JUDGE = "oracle=openai:Qwen/Qwen3-14B"
+RECIPES["delta-belief-4b"] = {
+    "algo": "delta-belief", "model": "Klingspor/Qwen3-4B-SFT", "backend": "vllm", "thinking": False,
+    "games": f"TwentyQuestions-v0:{_JUDGE};words=coca_plus_train",
+    "eval_env_ids": f"TwentyQuestions-v0:{_JUDGE};words=coca_plus_test",
+    "group_size": 16, "groups_per_step": 240, "steps": 60, "games_in_flight": 3840,
+    "max_new_tokens": 50, "max_game_actions": 20, "temperature": 1.0, "top_p": 1.0, "obs_format": "full",
+    "lora_rank": 64, "lora_alpha": 64, "lr": 3e-5, "adam_beta1": 0.9, "adam_beta2": 0.95,
+    "weight_decay": 0.01, "grad_clip": 1.0, "micro_batch": 80, "bf16": True, "seed": 42,
+    "eval_every": 4, "eval_samples_per_secret": 8, "eval_long_questions": 50, "eval_temperature": 0.7,
+    "eval_opponents": "", "save_every": 4, "vllm_max_model_len": 4096,
+}  # fmt: skip
+
+# The 20 Questions recipe (bethgelab/delta-belief-rl): PPO with a wider upper clip and dual clip, one
+# epoch, no KL; StarPO averages each turn's tokens, then the turns; delta-belief takes the token mean.
+# "ALGO/tiny" adds the CPU settings of the embedded model.
+_GROUP_PPO = {"loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "kl_coef": 0.0}
+# The CPU setting: secrets from the table's training nouns, evaluation on the 47 held-out ones, and the
+# recap observation (the questions so far in a few lines) so that prompts stay short.
+_GROUP_TINY = {
+    "games": "TwentyQuestions-v0:recap=true;words=builtin_train",
+    "eval_env_ids": "TwentyQuestions-v0:recap=true;words=builtin_test", "game_weights": "",
+    "group_size": 8, "groups_per_step": 4, "max_new_tokens": 24, "max_game_actions": 20, "obs_format": "last",
+    "steps": 20, "eval_every": 20, "sft_steps": 400, "sft_agent": "expert#guess_prob=0.3", "lr": 1e-3,
+    "lr_schedule": "constant",
+}  # fmt: skip
+ALGO_RECIPES: dict[str, dict[str, Any]] = {
+    "starpo": {**_GROUP_PPO, "aggregation": "seq_mean_token_mean"},
+    "delta-belief": {**_GROUP_PPO, "aggregation": "token_mean"},
+    "starpo/tiny": _GROUP_TINY,
+    "delta-belief/tiny": _GROUP_TINY,
+}

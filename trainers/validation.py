@@ -1,0 +1,364 @@
+"""What each training config field accepts, and the checks across fields and against the outside world
+(games that build, agents that exist, files that can be read, packages that are installed): one
+``ConfigError`` listing every problem, before anything is built or written."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import math
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from spiral_arena.core.observations import OBS_FORMATS
+
+
+class ConfigError(ValueError):
+    """A training config with problems; ``problems`` holds one line per problem, "field: what is wrong"."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        if len(self.problems) == 1:
+            super().__init__(self.problems[0])
+        else:
+            super().__init__("\n  ".join([f"{len(self.problems)} problems in the training config:", *self.problems]))
+
+
+# ---- what each field accepts ---------------------------------------------------------------
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "recipe": ("auto", "tiny", "spiral", "delta-belief-4b"),
+    "backend": ("hf", "vllm"),
+    "prompt_template": ("spiral", "bare"),
+    "obs_format": ("", *OBS_FORMATS),
+    "loss": ("ppo", "reinforce"),
+    "aggregation": ("dr_grpo", "token_mean", "seq_mean_token_mean"),
+    "algo": ("rae", "starpo", "delta-belief"),
+    "turn_norm": ("padded", "active"),
+    "lr_schedule": ("constant", "warmup", "cosine"),
+}
+
+
+@dataclass(frozen=True)
+class Range:
+    """An interval of valid numbers; ``open_low`` / ``open_high`` exclude that end."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    text: str = ""  # how to say it, when the numbers would not read well
+
+    def __contains__(self, x: float) -> bool:
+        if self.low is not None and (x < self.low or (self.open_low and x == self.low)):
+            return False
+        return self.high is None or (x < self.high or (not self.open_high and x == self.high))
+
+    def __str__(self) -> str:
+        if self.text:
+            return self.text
+        if self.high is None:
+            return f"greater than {self.low:g}" if self.open_low else f"at least {self.low:g}"
+        return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+
+
+_POSITIVE = Range(0, open_low=True)
+_NON_NEGATIVE = Range(0)
+_AT_LEAST_1 = Range(1)
+_FRACTION = Range(0, 1, open_high=True)  # [0, 1)
+RANGES: dict[str, Range] = {
+    "seed": Range(0, 2**64, open_high=True, text="in [0, 2**64)"),
+    "time_limit_s": _NON_NEGATIVE,
+    "lora_rank": _NON_NEGATIVE,
+    "lora_alpha": _AT_LEAST_1,
+    "vllm_gpu_memory_utilization": Range(0, 1, open_low=True),
+    "vllm_max_model_len": _AT_LEAST_1,
+    "vllm_kv_cache_gib": _NON_NEGATIVE,
+    "samples_per_step": _AT_LEAST_1,
+    "rollout_shards": _AT_LEAST_1,
+    "games_in_flight": _AT_LEAST_1,
+    "max_new_tokens": _AT_LEAST_1,
+    "temperature": _NON_NEGATIVE,
+    "top_p": Range(0, 1, open_low=True),
+    "max_game_actions": _AT_LEAST_1,
+    "rae_decay": _FRACTION,
+    "state_baseline": _NON_NEGATIVE,
+    "opponent_pool": _NON_NEGATIVE,
+    "pool_prob": Range(0, 1),
+    "pool_every": _AT_LEAST_1,
+    "steps": _AT_LEAST_1,
+    "clip": _POSITIVE,
+    "clip_high": _NON_NEGATIVE,
+    "group_size": Range(2, text="at least 2 (advantages compare the games of a group)"),
+    "groups_per_step": _AT_LEAST_1,
+    "belief_coef": _NON_NEGATIVE,
+    "epochs": _AT_LEAST_1,
+    "micro_batch": _AT_LEAST_1,
+    "lr": _POSITIVE,
+    "lr_min": _NON_NEGATIVE,
+    "warmup_steps": _NON_NEGATIVE,
+    "adam_beta1": _FRACTION,
+    "adam_beta2": _FRACTION,
+    "weight_decay": _NON_NEGATIVE,
+    "grad_clip": _POSITIVE,
+    "kl_coef": _NON_NEGATIVE,
+    "entropy_coef": _NON_NEGATIVE,
+    "logprob_gap_warn": _NON_NEGATIVE,
+    "sft_steps": _NON_NEGATIVE,
+    "sft_batch": _AT_LEAST_1,
+    "sft_lr": _POSITIVE,
+    "eval_every": _AT_LEAST_1,
+    "eval_games": _AT_LEAST_1,
+    "eval_samples_per_secret": _NON_NEGATIVE,
+    "eval_long_questions": _NON_NEGATIVE,
+    "eval_temperature": _NON_NEGATIVE,
+    "eval_reasoning_max_new_tokens": _AT_LEAST_1,
+    "save_every": _AT_LEAST_1,
+}
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+def shown(value: Any) -> str:
+    """A value as a user writes it in a flag or a TOML file."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return '""' if value == "" else str(value)
+
+
+def _coerce(kind: str, value: Any) -> tuple[Any, str | None]:
+    """``value`` as a field of type ``kind`` wants it, or the problem. Strings are parsed (flags are
+    text), whole floats are ints, and a bool is never taken for a number."""
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value, None
+        text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE, None
+        return value, f"must be true or false (or yes/no, 1/0), got {value!r}"
+    if kind in ("int", "float"):
+        number = _number(value)
+        if number is None:
+            return value, f"must be {'an integer' if kind == 'int' else 'a number'}, got {value!r}"
+        if kind == "float":
+            try:
+                return float(number), None
+            except OverflowError:  # an int beyond any float
+                return value, f"must be a number below 1e308, got {value!r}"
+        if isinstance(number, float):
+            return (int(number), None) if number.is_integer() else (value, f"must be a whole number, got {value!r}")
+        return number, None
+    if kind == "str":
+        return value, None if isinstance(value, str) else f"must be a string, got {value!r}"
+    return value, None if isinstance(value, dict) else f"must be a table of keys and values, got {value!r}"
+
+
+def _number(value: Any) -> int | float | None:
+    """An int or finite float from a number or its text; None for anything else, bools included."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text) if text.lstrip("+-").isdigit() else float(text)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if isinstance(value, int) or math.isfinite(value) else None
+
+
+def _value_problem(name: str, value: Any) -> str | None:
+    """What is wrong with one well-typed field on its own (choices, ranges, syntax), or None."""
+    if name in CHOICES and value not in CHOICES[name]:
+        return f"must be one of {', '.join(map(shown, CHOICES[name]))}; got {shown(value)!r}"
+    if name in RANGES and value not in RANGES[name]:
+        return f"must be {RANGES[name]}, got {value!r}"
+    if name == "dual_clip" and value != 0 and not value > 1:
+        return f"must be 0 (off) or greater than 1, got {value!r}"
+    if name == "device" and not _DEVICE.fullmatch(value):
+        return f"must be auto, cpu, cuda or cuda:N (N a GPU index), got {value!r}"
+    if name in ("games", "model") and not value.strip():
+        return "must not be empty"
+    return None
+
+
+def hides_history(games: Any) -> bool:
+    """Whether a user's games include Twenty Questions without ``recap=true``: its latest message alone
+    (obs_format "last") then holds only the last answer, not the game so far."""
+    from spiral_arena.registry import parse_env_id
+
+    if not isinstance(games, str):
+        return False
+    try:  # the registry's grammar; a spec that does not parse is reported by validate()
+        specs = [parse_env_id(part) for part in games.split(",") if part.strip()]
+    except ValueError:
+        return False
+    return any(env_id == "TwentyQuestions-v0" and options.get("recap") is not True for env_id, options in specs)
+
+
+def count_entries(text: Any) -> int | None:
+    """How many comma-separated entries ``text`` holds (None when it is not a string)."""
+    return sum(bool(part.strip()) for part in text.split(",")) if isinstance(text, str) else None
+
+
+def _game_problems(games: str, obs_format: str) -> list[str]:
+    """Each game spec that does not parse, names no env, or gives options its env refuses. The env is
+    built exactly as rollouts build it, so an option is checked against the env itself."""
+    from spiral_arena.registry import env_id_problem
+
+    items = filter(None, (g.strip() for g in games.split(",")))
+    return [problem for item in items if (problem := env_id_problem(item, obs_format))]
+
+
+def _algo_problems(algo: str, games: str, opponent: str) -> list[str]:
+    """Group algorithms train a single player against its own group: every game must have one
+    player, and delta-belief needs a secret to measure belief in (Twenty Questions)."""
+    from spiral_arena.registry import parse_env_id, spec
+
+    problems = [] if opponent == "self" else [f"{algo} trains a single player; opponent must be self"]
+    for item in filter(None, (g.strip() for g in games.split(","))):
+        env_id = parse_env_id(item)[0]
+        if len(spec(env_id).game.agents) != 1:
+            problems.append(f"{algo} is for single-player games; {env_id} has two players (use algo rae)")
+        elif algo == "delta-belief" and env_id != "TwentyQuestions-v0":
+            problems.append(f"delta-belief measures belief in a secret; {env_id} has none (TwentyQuestions-v0 has)")
+    return problems
+
+
+def _weights_problem(weights: str, n_games: int) -> str | None:
+    parts = [w.strip() for w in weights.split(",")]
+    try:
+        values = [float(w) for w in parts]
+    except ValueError:
+        return f"must be comma-separated numbers, one per game, got {weights!r}"
+    if len(values) != n_games:
+        return f"gives {len(values)} weights for {n_games} game(s); give one per game, or none for equal weights"
+    if not all(math.isfinite(v) and v >= 0 for v in values) or not any(values):
+        return f"must be non-negative numbers, not all zero, got {weights!r}"
+    return None
+
+
+def _agent_problem(spec: str, self_allowed: bool = False) -> str | None:
+    """What is wrong with an opponent spec, checked without loading anything."""
+    from spiral_arena.agents import spec_problem
+
+    problem = spec_problem(spec, human=False)
+    if problem is not None and self_allowed and problem.startswith("unknown agent spec"):
+        return f"{problem}; or self (one policy plays both seats)"
+    return problem
+
+
+def _reasoning_problems(spec: str, data_dir: str) -> list[str]:
+    """A reasoning spec that does not parse, or whose benchmarks have no local file and no other source."""
+    if importlib.util.find_spec("math_verify") is None:
+        return ["needs math-verify: pip install 'spiral-arena[eval]'"]
+    from spiral_arena.evals.data import DataError, load_benchmark
+    from spiral_arena.evals.training import parse_eval_spec
+
+    try:
+        names = [name for name, _ in parse_eval_spec(spec)]
+        if data_dir and not Path(data_dir).is_dir():
+            return [f"eval_reasoning_data {data_dir} is not a directory"]
+        for name in names:
+            load_benchmark(name, Path(data_dir) if data_dir else None)
+    except DataError as error:
+        return [str(error)]
+    return []
+
+
+def unknown_field(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name.replace("-", "_"), names, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"{name}: unknown config field{hint}"
+
+
+# ---- the whole config ---------------------------------------------------------------------
+
+
+def check(config: Any, problems: list[str] | None = None) -> None:
+    """Check every field of ``config`` (a ``TrainConfig``) and raise one ``ConfigError`` listing each
+    problem (plus ``problems`` already found, such as unknown keys), or return with accepted spellings
+    normalised in place: "7" or 7.0 for an int, "1e-5" for a float, "no" for a bool."""
+    problems = list(problems or [])
+    bad: set[str] = set()  # fields with a problem of their own, left out of the checks that read them
+    for f in fields(config):
+        value, problem = _coerce(str(f.type), getattr(config, f.name))
+        if problem is None:
+            setattr(config, f.name, value)
+            problem = _value_problem(f.name, value)
+        if problem is not None:
+            bad.add(f.name)
+            problems.append(f"{f.name}: {problem}")
+    problems += [f"{name}: {problem}" for name, problem in relation_problems(config, bad)]
+    if problems:
+        raise ConfigError(problems)
+
+def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
+    """Checks that read other fields or the outside world; fields already reported are skipped."""
+    found: list[tuple[str, str]] = []
+    obs_format = config.obs_format if "obs_format" not in bad else ""
+    for name in ("games", "eval_env_ids"):
+        if name not in bad:
+            found += [(name, problem) for problem in _game_problems(getattr(config, name), obs_format)]
+    if not bad & {"games", "game_weights"} and config.game_weights:
+        problem = _weights_problem(config.game_weights, count_entries(config.games))
+        if problem is not None:
+            found.append(("game_weights", problem))
+    if "opponent" not in bad and config.opponent != "self":
+        problem = _agent_problem(config.opponent, self_allowed=True)
+        if problem is not None:
+            found.append(("opponent", problem))
+    if "sft_agent" not in bad and config.sft_steps > 0:
+        problem = _agent_problem(config.sft_agent)
+        if problem is not None:
+            found.append(("sft_agent", problem))
+    if "eval_opponents" not in bad:
+        for spec in filter(None, (s.strip() for s in config.eval_opponents.split(","))):
+            problem = _agent_problem(spec)
+            if problem is not None:
+                found.append(("eval_opponents", problem))
+    if "output_dir" not in bad and config.output_dir and Path(config.output_dir).exists():
+        if not Path(config.output_dir).is_dir():
+            found.append(("output_dir", f"{config.output_dir} exists and is not a directory"))
+    if not bad & {"algo", "games", "opponent"} and config.algo != "rae":
+        found += [("algo", problem) for problem in _algo_problems(config.algo, config.games, config.opponent)]
+    if not bad & {"algo", "opponent", "opponent_pool"} and config.opponent_pool:
+        if config.algo != "rae" or config.opponent != "self":
+            found.append(("opponent_pool", "is for two-player self-play (algo rae, opponent self)"))
+    if not bad & {"algo", "state_baseline"} and config.algo != "rae" and config.state_baseline:
+        found.append(("state_baseline", f"is for algo rae (two-player self-play); {config.algo} compares groups"))
+    if not bad & {"algo", "groups_per_step", "rollout_shards"} and config.algo != "rae":
+        if config.groups_per_step % config.rollout_shards:
+            found.append(("groups_per_step", f"must be a multiple of rollout_shards ({config.rollout_shards})"))
+    if "eval_reasoning" not in bad and config.eval_reasoning:
+        found += [("eval_reasoning", p) for p in _reasoning_problems(config.eval_reasoning, config.eval_reasoning_data)]
+    if "resume" not in bad and config.resume:
+        from trainers import checkpoint
+
+        if not config.output_dir:
+            found.append(("resume", "needs output_dir: the run directory to continue"))
+        else:
+            complete, broken = checkpoint.scan(Path(config.output_dir) / "checkpoints")
+            if complete is None:
+                where = f"{config.output_dir} holds no checkpoint (checkpoints/step_N)"
+                if broken:  # the newest one's problem, naming its file
+                    where = f"{broken[0]}, and no earlier checkpoint is complete"
+                found.append(("resume", f"{where}; drop --resume to start a new run"))
+    if "model" not in bad and config.model != "tiny":
+        from spiral_arena.agents import model_path_problem
+
+        problem = model_path_problem(config.model)
+        if problem is not None:
+            found.append(("model", f"{problem} (or tiny, the embedded CPU model)"))
+    if "backend" not in bad and config.backend == "vllm":
+        from spiral_arena.models.vllm import install_problem
+
+        if (problem := install_problem()) is not None:
+            found.append(("backend", f"vllm: {problem}; or use backend hf"))
+    if not bad & {"fsdp", "lora_rank"} and config.fsdp and config.lora_rank > 0:
+        found.append(("fsdp", "shards a full model and cannot train a LoRA adapter; set lora_rank to 0"))
+    for name in ("tensorboard", "wandb"):
+        if name not in bad and getattr(config, name) and importlib.util.find_spec(name) is None:
+            found.append((name, f"needs the {name} package: pip install {name}"))
+    return found
