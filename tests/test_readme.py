@@ -2,10 +2,10 @@
 
 Python blocks run one at a time, each in a fresh namespace, so none leans on another's imports; a
 ``print(...)  # TEXT`` comment is a promise that TEXT is printed. Shell blocks run command by command,
-in README order, in one scratch directory (later examples read what earlier ones wrote: the resumed
-run continues the first one, the leaderboard plays their checkpoints), with the venv's bin first on
+in README order, in one scratch directory, with the venv's bin first on
 PATH, as after ``source .venv/bin/activate``. Run the whole module: a shell command picked out alone
-misses what the commands before it wrote. Commands that cannot run as such here are in SPECIAL, each
+misses what the commands before it wrote (the leaderboard ranks the run the train example wrote, and the eval
+example reads its checkpoint). Commands that cannot run as such here are in SPECIAL, each
 with its reason, and are checked as far as this machine allows.
 """
 
@@ -20,10 +20,8 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,13 +62,8 @@ def check_kuhn(printed: list[str]) -> None:
     assert len(printed) - 2 >= 5 * 2  # five rounds of Kuhn Poker, at least two decisions each
 
 
-def check_textarena(printed: list[str]) -> None:
-    assert printed == ["{0: 1.0, 1: -1.0}"]
-
-
 PYTHON_CHECKS: dict[str, Callable[[list[str]], None]] = {
     'spiral_arena.make("KuhnPoker-v0")': check_kuhn,
-    "TextArenaCompat(": check_textarena,
 }
 
 
@@ -97,7 +90,7 @@ def test_the_promise_parser_reads_every_print_comment() -> None:
     for line, block in PYTHON_BLOCKS:  # a print with a comment, counted another way, is a promise read
         commented = [s for s in block.splitlines() if s.lstrip().startswith("print(") and "  #" in s]
         assert len(promised_lines(block)) == len(commented), f"README.md:{line}"
-    assert sum(len(promised_lines(block)) for _, block in PYTHON_BLOCKS) >= 3  # the README makes promises
+    assert sum(len(promised_lines(block)) for _, block in PYTHON_BLOCKS) >= 2  # the README makes promises
 
 
 def test_every_python_check_has_its_block() -> None:
@@ -147,12 +140,12 @@ def environment() -> dict[str, str]:
     return env
 
 
-def run(command: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", "-c", command],
         cwd=cwd,
         env=environment(),
-        input=stdin,
+        input="",
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
@@ -169,9 +162,8 @@ def assert_ok(command: str, result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0 and "Traceback" not in result.stderr, report(command, result)
 
 
-def run_as_written(commands: list[str], cwd: Path) -> None:
+def run_as_written(command: str, cwd: Path) -> None:
     """Exit 0 and no traceback; and where the README says what the command gives, that (PROMISES)."""
-    (command,) = commands
     result = run(command, cwd)
     assert_ok(command, result)
     promise = promise_for(command)
@@ -180,8 +172,6 @@ def run_as_written(commands: list[str], cwd: Path) -> None:
 
 
 # --- what the README says a shell command gives ----------------------------------------------------------
-
-SEEN: dict[str, Any] = {}  # what a check saw, for the check of a later command (README order) that needs it
 
 
 def option(command: str, flag: str) -> str:
@@ -212,102 +202,23 @@ def writes_a_run_directory(command: str, result: subprocess.CompletedProcess[str
     assert (run_dir / "checkpoints" / f"step_{steps:06d}" / "spiral_arena.json").is_file()
     assert (run_dir / "summary.png").read_bytes()[:4] == b"\x89PNG"
     assert f"Final evaluation at step {steps}" in result.stdout and "README targets" in result.stdout
-    SEEN[str(run_dir)] = rows
-
-
-def resumes_where_it_stopped(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """"same flags, more steps: continues exactly where it stopped"; "--resume says which step it continued
-    from": the rows written before stay as they were, and the run goes on to the new last step."""
-    name, steps = option(command, "--output-dir"), int(option(command, "--steps"))
-    before = SEEN.get(str(cwd / name))
-    assert before is not None, "the run this one resumes was not checked: run the whole module"
-    stopped = before[-1]["step"]
-    assert f"resumed {name} at step {stopped} of {steps} (from step_{stopped:06d})" in result.stdout
-    rows = metric_rows(cwd / name)
-    assert [r["step"] for r in rows] == list(range(steps + 1)) and rows[: stopped + 1] == before
-    assert (cwd / name / "checkpoints" / f"step_{steps:06d}" / "spiral_arena.json").is_file()
-
-
-def trains_on_two_ranks(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    writes_a_run_directory(command, result, cwd)
-    assert json.loads((cwd / option(command, "--output-dir") / "config.json").read_text())["rollout_shards"] == 2
-
-
-def writes_sft_data(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """The expert's decisions of 200 games, one JSON line each, as many as it says."""
-    records = [json.loads(line) for line in (cwd / option(command, "--out")).read_text().splitlines()]
-    written = re.search(r"wrote (\d+) decisions from 200 games to expert.jsonl", result.stdout)
-    assert written and int(written.group(1)) == len(records) > 200, report(command, result)
-    assert all(r["prompt"] and r["response"].startswith("\\boxed{") for r in records)
-
-
-def trains_delta_belief(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """One step with the belief statistics logged, no evaluation at the start, the held-out nouns at the end."""
-    rows = metric_rows(cwd / option(command, "--output-dir"))
-    assert [r["step"] for r in rows] == [0, 1] and not any(k.startswith("eval/") for k in rows[0])
-    assert {"belief/gain_mean", "belief/positive_share", "judge/dropped_games", "advantage_s"} <= rows[1].keys()
-    assert "eval/TwentyQuestions-v0:recap=true;words=builtin_test/mean_at_1" in rows[1]
-
-
-def ranks_questioners(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """"it finds 17-23% of the held-out nouns, the splitting expert 100% in 8.5 questions"; ranked by success."""
-    table = {}
-    for line in result.stdout.splitlines():
-        cells = line.split()
-        if len(cells) == 9 and cells[0].isdigit():
-            table[cells[1]] = cells
-    assert list(table) == ["expert", "expert#guess_prob=0.3", "random"], report(command, result)
-    assert table["expert"][2:5] == ["47", "47", "100.0%"] and table["expert"][6] == "8.5"
-    assert 17 <= float(table["expert#guess_prob=0.3"][4].rstrip("%")) <= 23
-
-
-def makes_two_models(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    for name in ("tiny-a", "tiny-b"):
-        assert (cwd / "runs" / name / "config.json").is_file() and (cwd / "runs" / name / "tokenizer.json").is_file()
 
 
 def scores_nothing(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """"The tiny models answer nonsense, so every score is 0"."""
+    """"the demo model answers nonsense, so every score is 0"."""
     out = cwd / option(command, "--output-dir")
     scores = json.loads((out / "results.json").read_text())["benchmarks"]
     assert set(scores) == set(option(command, "--benchmarks").split(","))
     assert all(b["score"]["value"] == 0 for b in scores.values())
-    SEEN[str(out)] = json.loads((out / "manifest.json").read_text())["protocol_hash"]
-
-
-def compares_no_change(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """Per-benchmark deltas (B - A) with intervals and p-values, drawn: all 0 between two models scoring 0."""
-    rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in result.stdout.splitlines() if "│" in line]
-    assert {r[0] for r in rows} >= {"math500", "amc23", "mmlu_pro", "gpqa_diamond", "overall"}
-    assert all(r[4:] == ["+0.0", "[+0.0, +0.0]", "1.000"] for r in rows), report(command, result)
-    assert (cwd / option(command, "--png")).read_bytes()[:4] == b"\x89PNG"
-
-
-def regrades_with_a_new_hash(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """"grades the stored responses again with another extraction mode ... and records the new protocol hash"."""
-    out = cwd / command.split()[3]
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["protocol"]["preset"]["math"]["extraction"] == option(command, "--math-extraction")
-    assert manifest["regraded_from_protocol_hash"] == SEEN[str(out)] != manifest["protocol_hash"]
 
 
 def ranks_every_run(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """"random, expert and the latest checkpoint of every run in ./runs"."""
+    """"`random`, `expert` and the latest checkpoint of every run in `./runs`"."""
     runs = [run / "checkpoints" for run in (cwd / "runs").iterdir() if (run / "checkpoints").is_dir()]
     latest = [max(checkpoints.glob("step_*")).relative_to(cwd) for checkpoints in runs]
-    assert len(latest) >= 2  # the trained runs above
+    assert latest  # the run trained above
     for name in ("random", "expert", *(f"hf:{path}" for path in latest)):
         assert re.search(rf"^\s+\d+\s+{re.escape(name)}\s", result.stdout, re.M), f"{name} not ranked"
-
-
-def plays_every_pair(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """Three agents, two games, --games-per-pair 20: 3 pairs x 2 games x 20 games stored."""
-    from conftest import stored_rows
-
-    games = stored_rows(cwd / option(command, "--db"))
-    agents = set(option(command, "--agents").split(","))
-    assert len(games) == 3 * 2 * 20 and {g["env_id"] for g in games} == {"KuhnPoker-v0", "TicTacToe-v0"}
-    assert {g["player0"] for g in games} | {g["player1"] for g in games} == agents
 
 
 def shows_the_board(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
@@ -320,19 +231,10 @@ def shows_the_board(command: str, result: subprocess.CompletedProcess[str], cwd:
 
 PROMISES: dict[str, Callable[[str, subprocess.CompletedProcess[str], Path], None]] = {
     "spiral-arena play KuhnPoker-v0 --p0 expert --p1 random --games 200": plays_the_games_asked,
-    "spiral-arena train --opponent random --output-dir runs/vs_random --steps 4": writes_a_run_directory,
-    "spiral-arena train --opponent random --output-dir runs/vs_random --steps 6": resumes_where_it_stopped,
-    "torchrun --standalone --nproc_per_node 2": trains_on_two_ranks,
-    "spiral-arena collect --agent expert": writes_sft_data,
-    "spiral-arena train --algo delta-belief --output-dir runs/twenty_q": trains_delta_belief,
-    "spiral-arena leaderboard run --games TwentyQuestions-v0": ranks_questioners,
-    "python -c \"from trainers.tiny import create_tiny": makes_two_models,
-    "spiral-arena eval --model hf:runs/tiny-": scores_nothing,
-    "spiral-arena eval compare": compares_no_change,
-    "spiral-arena eval regrade": regrades_with_a_new_hash,
+    "spiral-arena train --output-dir runs/demo": writes_a_run_directory,
     "spiral-arena leaderboard": ranks_every_run,
-    "spiral-arena leaderboard run --agents": plays_every_pair,
     "spiral-arena leaderboard show": shows_the_board,
+    "spiral-arena eval --model hf:runs/demo/": scores_nothing,
 }
 
 
@@ -342,8 +244,7 @@ def promise_for(command: str) -> Callable[[str, subprocess.CompletedProcess[str]
     return PROMISES[max(matches, key=len)] if matches else None
 
 
-def covered_by_ci(commands: list[str], cwd: Path) -> None:
-    (command,) = commands
+def covered_by_ci(command: str, cwd: Path) -> None:
     ci = (REPO / "scripts" / "test.sh").read_text()
     for part in command.split(" && ")[:-1]:  # the install; the last part is the 9-minute default run
         assert part in ci, f"scripts/test.sh no longer runs the README's {part!r}"
@@ -351,72 +252,12 @@ def covered_by_ci(commands: list[str], cwd: Path) -> None:
     pytest.skip(special_case(command).reason)
 
 
-def ci_entry_point(commands: list[str], cwd: Path) -> None:
-    assert commands == ["bash scripts/test.sh"] and "bash scripts/test.sh" in (REPO / ".ci" / "run").read_text()
-    pytest.skip(special_case(commands[0]).reason)
+def ci_entry_point(command: str, cwd: Path) -> None:
+    assert command == "bash scripts/test.sh" and "bash scripts/test.sh" in (REPO / ".ci" / "run").read_text()
+    pytest.skip(special_case(command).reason)
 
 
-def human_types_moves(commands: list[str], cwd: Path) -> None:
-    (command,) = commands
-    moves = "".join(f"{cell}\n" for cell in range(9)) * 2  # an occupied cell re-prompts; each pass finds a free one
-    result = run(command, cwd, stdin=moves)
-    assert_ok(command, result)
-    assert "1 game(s) of TicTacToe-v0" in result.stdout, report(command, result)
-    assert re.search(r"player_0 \(human\):.* invalid moves 0", result.stdout), report(command, result)
-
-
-def port_is_taken(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def serve_for_next(commands: list[str], cwd: Path) -> None:
-    serve, client = commands
-    port = int(re.search(r"--port (\d+)", serve).group(1))
-    if port_is_taken(port):
-        pytest.skip(f"port {port} is already in use on this machine; the README's serve/play pair needs it")
-    log = cwd / "serve.log"
-    with log.open("w") as sink:
-        server = subprocess.Popen(["bash", "-c", f"exec {serve}"], cwd=cwd, env=environment(), stdout=sink, stderr=sink)
-    try:
-        deadline = time.monotonic() + 60
-        while not port_is_taken(port):
-            assert server.poll() is None, f"{serve} exited with {server.returncode}:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"{serve} did not listen on port {port} within 60 s"
-            time.sleep(0.2)
-        assert_ok(client, run(client, cwd))
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
-
-
-def fails_fast_on_missing_model(commands: list[str], cwd: Path) -> None:
-    (command,) = commands
-    path = re.search(r"--model (\S+)", command).group(1)
-    started = time.monotonic()
-    result = run(command, cwd)
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and path in lines[0], report(command, result)
-    assert time.monotonic() - started < 60, "the model path should be checked before anything loads"
-
-
-def fails_fast_without_its_judge(commands: list[str], cwd: Path) -> None:
-    """The 4B recipe's judge endpoint is checked before anything loads: with no OPENAI_BASE_URL (this
-    suite clears provider keys) the run stops at once and says what to set."""
-    (command,) = commands
-    result = run(command, cwd)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, report(command, result)
-    assert "the LLM judge openai:Qwen/Qwen3-14B needs an API key" in result.stderr, report(command, result)
-    assert "OPENAI_BASE_URL" in result.stderr, report(command, result)
-
-
-def gpu_check_without_gpu(commands: list[str], cwd: Path) -> None:
-    (command,) = commands
+def gpu_check_without_gpu(command: str, cwd: Path) -> None:
     if shutil.which("nvidia-smi"):
         pytest.skip("a GPU is here: this is the GPU check itself (up to 8 minutes); run it by hand")
     result = run(command, cwd)
@@ -426,15 +267,14 @@ def gpu_check_without_gpu(commands: list[str], cwd: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def not_run(commands: list[str], cwd: Path) -> None:
-    pytest.skip(special_case(commands[0]).reason)
+def not_run(command: str, cwd: Path) -> None:
+    pytest.skip(special_case(command).reason)
 
 
 @dataclass(frozen=True)
 class Case:
     reason: str
-    check: Callable[[list[str], Path], None]
-    commands: int = 1  # how many README commands, from this one on, the check takes
+    check: Callable[[str, Path], None]
 
 
 SPECIAL: dict[str, Case] = {
@@ -446,22 +286,10 @@ SPECIAL: dict[str, Case] = {
     "bash scripts/test.sh": Case(
         "CI's own entry point (.ci/run); here it would run this suite inside itself", ci_entry_point
     ),
-    "spiral-arena play TicTacToe-v0 --p0 human": Case("a human player: moves are typed on stdin", human_types_moves),
-    "spiral-arena serve": Case(
-        "a server: started in the background for the next command, then stopped", serve_for_next, 2
-    ),
-    "spiral-arena train --model /models/": Case(
-        "needs real weights: must fail at once naming the path", fails_fast_on_missing_model
-    ),
-    "spiral-arena sft --data expert.jsonl --model /models/": Case(
-        "needs real weights: must fail at once naming the path", fails_fast_on_missing_model
-    ),
-    "spiral-arena train --recipe delta-belief-4b": Case(
-        "needs GPUs, vLLM, real weights and a served judge: must fail at once naming what to set",
-        fails_fast_without_its_judge,
-    ),
     "torchrun --standalone --nproc_per_node 8": Case(
-        "needs 8 GPUs, vLLM and real weights; its model check is the `train --model /models/...` case", not_run
+        "needs 8 GPUs, vLLM and real weights; docs/training-gpus.md runs torchrun on 2 CPU ranks and the "
+        "missing-weights check of `train --model /models/...`",
+        not_run,
     ),
     "bash benchmarks/gpu_check.sh": Case(
         "needs a GPU: without one it must say so and point to --dry-run, which tests/test_gpu_check.py runs",
@@ -476,18 +304,6 @@ def special_case(command: str) -> Case:
     return SPECIAL[max(matches, key=len)] if matches else DEFAULT
 
 
-def shell_steps() -> list[tuple[int, list[str]]]:
-    """The commands in README order, each with the ones its check takes after it."""
-    commands = shell_commands()
-    steps, i = [], 0
-    while i < len(commands):
-        line, command = commands[i]
-        taken = special_case(command).commands
-        steps.append((line, [c for _, c in commands[i : i + taken]]))
-        i += taken
-    return steps
-
-
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One working directory for every shell command, with the checkout's data folders linked in."""
@@ -498,12 +314,12 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def step_id(step: object) -> str:
-    return f"line{step}" if isinstance(step, int) else " ".join(step[0].split()[:3])
+    return f"line{step}" if isinstance(step, int) else " ".join(step.split()[:3])
 
 
-@pytest.mark.parametrize(("line", "commands"), shell_steps(), ids=step_id)
-def test_shell_command(line: int, commands: list[str], scratch: Path) -> None:
-    special_case(commands[0]).check(commands, scratch)
+@pytest.mark.parametrize(("line", "command"), shell_commands(), ids=step_id)
+def test_shell_command(line: int, command: str, scratch: Path) -> None:
+    special_case(command).check(command, scratch)
 
 
 def test_every_special_case_names_a_readme_command() -> None:
@@ -521,9 +337,12 @@ def test_every_promise_is_checked_on_a_readme_command() -> None:
         assert all(special_case(c) is DEFAULT for c in matched), f"PROMISES[{prefix!r}] names a SPECIAL command"
 
 
-def test_comments_and_continuations_are_parsed() -> None:
+def test_comments_and_continuations_are_parsed(tmp_path: Path) -> None:
     assert cut_comment('spiral-arena play X --p0 "a # b"  # note') == 'spiral-arena play X --p0 "a # b"'
     assert cut_comment("  # a whole-line comment") == ""
     assert cut_comment("--agents random,expert#alpha=0.2") == "--agents random,expert#alpha=0.2"
-    joined = [c for _, c in shell_commands() if c.startswith("spiral-arena leaderboard run")]
-    assert joined and all("\\" not in c and "--games-per-pair" in c for c in joined)
+    page = tmp_path / "page.md"
+    page.write_text("```bash\nspiral-arena a \\\n    --b 1  # note\n\n# a comment\nspiral-arena c#d=1\n```\n")
+    assert shell_commands(page) == [(2, "spiral-arena a --b 1"), (6, "spiral-arena c#d=1")]
+    joined = [c for _, c in shell_commands() if c.startswith("torchrun --standalone --nproc_per_node 8")]
+    assert joined and all("\\" not in c and "--gradient-checkpointing" in c for c in joined)

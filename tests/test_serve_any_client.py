@@ -437,7 +437,7 @@ def test_a_client_that_sends_only_messages_plays_full_games(served, mirror, env_
 
 
 def test_the_documented_cli_example_plays_a_served_expert(guarded_expert):
-    """README: ``OPENAI_API_KEY=TOKEN spiral-arena play KuhnPoker-v0 --p0 "openai:any@URL" --p1 random``
+    """docs/agents.md: ``OPENAI_API_KEY=TOKEN spiral-arena play KuhnPoker-v0 --p0 "openai:any@URL" --p1 random``
     against ``spiral-arena serve --agent expert --api-key TOKEN``: the key for a loopback base URL
     comes from the provider's variable, and the expert plays from the text alone."""
     command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "spiral_arena.cli"]

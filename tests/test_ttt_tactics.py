@@ -86,7 +86,7 @@ def test_uniform_play_and_the_stride():
         return [-math.log(len(answers))] * len(answers)
 
     full, every_8th = tactics_from_scores(uniform), tactics_from_scores(uniform, stride=8)
-    assert full["takes_win"] == pytest.approx(0.433, abs=0.001)  # the chance level of the README's table
+    assert full["takes_win"] == pytest.approx(0.433, abs=0.001)  # the chance level of docs/results/learning.md's table
     assert full["blocks"] == pytest.approx(0.313, abs=0.001)
     assert every_8th["win_positions"] + every_8th["block_positions"] == pytest.approx(
         (full["win_positions"] + full["block_positions"]) / 8, rel=0.05

@@ -102,6 +102,6 @@ def kl_to_reference(
     weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """k3 estimator of KL(pi || pi_ref) on the sampled tokens: exp(d) - d - 1 with d = ref - logp.
-    Keeps the tiny model near its warm start so it cannot collapse (see the README's learning notes)."""
+    Keeps the tiny model near its warm start so it cannot collapse (docs/results/learning.md)."""
     d = ref_logprobs - logprobs
     return aggregate(torch.exp(d) - d - 1.0, mask, aggregation, max_tokens, weights)

@@ -8,10 +8,10 @@ from typing import Any
 # The tiny CPU recipe: short "last message" prompts, one-line answers, ~1,300 turns per step with
 # Kuhn four times as often as TicTacToe, a KL anchor to the warm start and a cosine-decayed
 # learning rate, so the ~170k-parameter model does not collapse; a warm start on position-dependent
-# random play, so it does not start card-blind; a fixed 120 steps (9.0-9.4 min on 2 idle cores, see README;
-# learning has flattened by step ~90 on every seed measured), with the time limit only as a safety
-# stop; 200 evaluation games per seat and opponent (95% interval at most +-0.05) on the training games, a checkpoint at
-# every evaluation. See README, "Learning", for what was measured.
+# random play, so it does not start card-blind; a fixed 120 steps (9.0-9.4 min on 2 idle cores with the
+# previous 4x16-head model; learning had flattened by step ~90 on every seed measured), with the time limit
+# only as a safety stop; 200 evaluation games per seat and opponent (95% interval at most +-0.05) on the
+# training games, a checkpoint at every evaluation. docs/results/learning.md has what was measured.
 RECIPES: dict[str, dict[str, Any]] = {
     "spiral": {},
     "tiny": {
