@@ -193,6 +193,25 @@ def test_parallel_replay_returns_what_was_recorded(recorded, env_id):
         assert replayed["returned"] == recorded[key]["returned"], key
 
 
+def test_step_builds_no_info_and_last_builds_only_the_acting_one(monkeypatch):
+    """What makes a move cheaper: step() leaves the infos (player view, examples, step info) to their first
+    read; last() builds the acting player's info once per turn, ``infos`` completes the others."""
+    env = spiral_arena.make("TruthAndDeception-v0")  # free text and roles: every part of an info
+    built: list[str] = []
+    for name in ("player_view", "action_examples"):
+        method = getattr(env.game, name)
+        monkeypatch.setattr(env.game, name, lambda *args, name=name, method=method: built.append(name) or method(*args))
+    env.reset(seed=3)
+    for _ in range(3):
+        env.step(f"Move {len(built)}.")
+    assert built == []
+    info = env.last()[-1]
+    assert env.last()[-1] is info and built == ["player_view", "action_examples"]
+    waiting = env.possible_agents[1 - env.possible_agents.index(env.agent_selection)]
+    assert env.infos[env.agent_selection] is info and env.infos[waiting]["legal_actions"] is None
+    assert built == ["player_view", "action_examples"] and info["view"] and info["action_examples"]
+
+
 def record_all() -> dict[str, dict[str, list]]:
     out = {}
     for case in cases():

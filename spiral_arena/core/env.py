@@ -116,6 +116,8 @@ class TextGameEnv(AECEnv):
         self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
         self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
         self.state_: Any = None  # None until the first reset()
+        # the turn whose infos wait for their first read: (player, legal, action line, its info or None)
+        self._unrendered: tuple[int, list[str] | None, str, dict[str, Any] | None] | None = None
         self._step_info = type(game).step_info is not TextGame.step_info  # skip the call where it adds nothing
         self._bit_generator: np.random.PCG64 | None = None
 
@@ -159,7 +161,7 @@ class TextGameEnv(AECEnv):
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {a: {} for a in self.agents}
+        self._infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
         self._returns = (0.0,) * n
         self.log = MessageLog(self._prompts, self.obs_format)
         for to, text in self.game.start_messages(self.state_):
@@ -203,7 +205,7 @@ class TextGameEnv(AECEnv):
             self._cumulative_rewards[agent],
             self.terminations[agent],
             self.truncations[agent],
-            self.infos[agent],
+            self._infos[agent] if self._unrendered is None else self._acting_info(),
         )
 
     def agent_iter(self, max_iter: int = 2**63) -> Any:
@@ -232,6 +234,7 @@ class TextGameEnv(AECEnv):
         except InvalidMove as invalid:
             self._on_invalid(player, invalid.reason)
             return
+        self._unrendered = None  # the state moves on: infos nobody read are never built
         state.apply(move)
         for to, text in self.game.move_messages(state, player, move):
             self._post(to, "GAME", text)
@@ -276,33 +279,67 @@ class TextGameEnv(AECEnv):
             self.log.lines[to].append(line)
 
     def _after_move(self) -> None:
-        """Rewards, infos and whose turn it is, after reset or a legal move."""
-        state, game, agents = self.state_, self.game, self.possible_agents
+        """Rewards, whose turn it is and its message, after reset or a legal move; the turn's infos
+        wait for their first read (see "infos, built when read")."""
+        state, game = self.state_, self.game
         if state.is_terminal():
             self._finish(state.returns())
             return
         if game.step_rewards:
             self._set_rewards(state.returns())
         elif any(self.rewards.values()):
-            self.rewards = dict.fromkeys(agents, 0.0)
+            self.rewards = dict.fromkeys(self.possible_agents, 0.0)
         player = state.current_player
         legal = game.legal_action_strings(state)
-        info: dict[str, Any] = {"game": game.name, "legal_actions": legal, "view": game.player_view(state, player)}
-        if legal is None:
-            info["action_format"] = action_line = game.action_format(state)
-            info["action_examples"] = game.action_examples(state)
-        else:
-            action_line = f"Legal actions: {', '.join(legal)}."
-        if game.roles:
-            info["role"] = game.roles[player]
-        if self._step_info:
-            info.update(game.step_info(state))
-        for i, agent in enumerate(agents):
-            self.infos[agent] = info if i == player else self._waiting_info(i, legal is None)
+        action_line = game.action_format(state) if legal is None else f"Legal actions: {', '.join(legal)}."
         # The position comes last, right before the answer: small models use private information
         # (the card, the board) far better when it is the last thing they read.
         self.log.lines[player].append(f"[GAME] Your turn. {action_line}\n{game.turn_message(state, player)}")
-        self.agent_selection = agents[player]
+        self._unrendered = (player, legal, action_line, None)
+        self.agent_selection = self.possible_agents[player]
+
+    # -- infos, built when read ------------------------------------------------------------
+    # Infos are built on their first read (``infos``, ``last()``), not by every ``step()``: most callers
+    # read the info of the player to act and no other, or none at all, and the player view, the game's
+    # step info and the waiting players' infos were most of what a step built. Built later, they are
+    # the same: ``step()`` drops a turn nobody read before the state moves on, and the state changes
+    # only through ``step()`` (Snake's parallel env, which moves it itself, calls ``_render_infos``
+    # first). While a turn waits, ``agent_selection`` is its player. The observation text is not
+    # deferred: every message is history (``full`` observations, ``log.lines``) that must show the
+    # state of its moment; only the join into one observation waits for ``observe()``.
+
+    @property
+    def infos(self) -> dict[str, dict[str, Any]]:
+        """Each agent's info (PettingZoo's ``infos``); read it from the env, it is completed on read."""
+        if self._unrendered is not None:
+            self._render_infos()
+        return self._infos
+
+    def _acting_info(self) -> dict[str, Any]:
+        """The info of the player to act in the waiting turn, built on first read."""
+        player, legal, action_line, info = self._unrendered
+        if info is None:
+            state, game = self.state_, self.game
+            info = {"game": game.name, "legal_actions": legal, "view": game.player_view(state, player)}
+            if legal is None:
+                info["action_format"] = action_line
+                info["action_examples"] = game.action_examples(state)
+            if game.roles:
+                info["role"] = game.roles[player]
+            if self._step_info:
+                info.update(game.step_info(state))
+            self._unrendered = (player, legal, action_line, info)
+        return info
+
+    def _render_infos(self) -> None:
+        """Every agent's info for the waiting turn, if one waits."""
+        if self._unrendered is None:
+            return
+        info = self._acting_info()
+        player, legal = self._unrendered[:2]
+        self._unrendered = None
+        for i, agent in enumerate(self.possible_agents):
+            self._infos[agent] = info if i == player else self._waiting_info(i, legal is None)
 
     def _waiting_info(self, player: int, free_text: bool) -> dict[str, Any]:
         """The info of a player who is not to act: nothing is legal for it now."""
@@ -320,6 +357,7 @@ class TextGameEnv(AECEnv):
     def _finish(self, returns: tuple[float, ...], reason: str = "normal", extra: dict[str, Any] | None = None) -> None:
         """End the game: final rewards, everyone terminated, and the outcome in every info."""
         agents = self.possible_agents
+        self._unrendered = None  # every info is replaced
         self._set_rewards(returns)
         self.terminations = dict.fromkeys(agents, True)
         winner = self._winner(returns, reason)
@@ -328,7 +366,7 @@ class TextGameEnv(AECEnv):
             info.update(self.game.step_info(self.state_))
             info.update(extra or {})
             info["outcome"] = {"winner": winner, "reason": reason}
-            self.infos[agent] = info
+            self._infos[agent] = info
         why = self.game.outcome_reason(self.state_) if reason == "normal" else ""
         summary = ", ".join(f"{self._names[i]} {returns[i]:+g}" for i in range(len(agents)))
         self._post(None, "GAME", f"Game over. {why}{' ' if why else ''}Rewards: {summary}.")
@@ -357,12 +395,13 @@ class TextGameEnv(AECEnv):
         agents = self.possible_agents
         if not self.agents or any(self.terminations.values()) or any(self.truncations.values()):
             raise RuntimeError(f"{self.env_id}: the game is already over; call reset()")
+        self._unrendered = None  # every info is replaced
         self.rewards = dict.fromkeys(agents, 0.0)
         self.truncations = dict.fromkeys(agents, True)
         for i, agent in enumerate(agents):
             info = self._waiting_info(i, free_text=False)
             info["outcome"] = {"winner": None, "reason": "truncation"}
-            self.infos[agent] = info
+            self._infos[agent] = info
         self._post(None, "GAME", "Game stopped before its end (truncated): no result.")
 
     def _on_invalid(self, player: int, reason: str) -> None:

@@ -412,6 +412,7 @@ class SnakeParallelEnv(ParallelEnv):
                 offences[p] = invalid.reason
         if offences:
             return self._end_on_invalid(offences)
+        env._render_infos()  # the moves bypass env.step(): the env's infos of reset are built before they apply
         state.apply(moves[0])
         state.apply(moves[1])
         for to, text in game.move_messages(state, 1, moves[1]):
