@@ -165,7 +165,7 @@ class TextGameEnv(AECEnv):
         self._returns = (0.0,) * n
         self.log = MessageLog(self._prompts, self.obs_format)
         for to, text in self.game.start_messages(self.state_):
-            self._post(to, "GAME", text)
+            self.log.post(to, text)
         self._after_move()
 
     def _generator(self, seed: int | None) -> np.random.Generator:
@@ -192,7 +192,8 @@ class TextGameEnv(AECEnv):
         return self._rng
 
     def observe(self, agent: str) -> str:
-        self._require_reset("observe")
+        if self.state_ is None:
+            self._require_reset("observe")
         return self.log.observation(self._seat[agent])
 
     def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -237,7 +238,7 @@ class TextGameEnv(AECEnv):
         self._unrendered = None  # the state moves on: infos nobody read are never built
         state.apply(move)
         for to, text in self.game.move_messages(state, player, move):
-            self._post(to, "GAME", text)
+            self.log.post(to, text)
         self._after_move()
 
     def render(self) -> str | None:
@@ -270,14 +271,6 @@ class TextGameEnv(AECEnv):
             return invalid.reason
         return None
 
-    def _post(self, to: int | None, sender: str, text: str) -> None:
-        line = f"[{sender}] {text}"
-        if to is None:
-            for lines in self.log.lines:
-                lines.append(line)
-        else:
-            self.log.lines[to].append(line)
-
     def _after_move(self) -> None:
         """Rewards, whose turn it is and its message, after reset or a legal move; the turn's infos
         wait for their first read (see "infos, built when read")."""
@@ -287,13 +280,12 @@ class TextGameEnv(AECEnv):
             return
         if game.step_rewards:
             self._set_rewards(state.returns())
-        elif any(self.rewards.values()):
-            self.rewards = dict.fromkeys(self.possible_agents, 0.0)
         player = state.current_player
         legal = game.legal_action_strings(state)
         action_line = game.action_format(state) if legal is None else f"Legal actions: {', '.join(legal)}."
         # The position comes last, right before the answer: small models use private information
-        # (the card, the board) far better when it is the last thing they read.
+        # (the card, the board) far better when it is the last thing they read. (A log.post line, built
+        # in one piece: this runs every move.)
         self.log.lines[player].append(f"[GAME] Your turn. {action_line}\n{game.turn_message(state, player)}")
         self._unrendered = (player, legal, action_line, None)
         self.agent_selection = self.possible_agents[player]
@@ -369,7 +361,7 @@ class TextGameEnv(AECEnv):
             self._infos[agent] = info
         why = self.game.outcome_reason(self.state_) if reason == "normal" else ""
         summary = ", ".join(f"{self._names[i]} {returns[i]:+g}" for i in range(len(agents)))
-        self._post(None, "GAME", f"Game over. {why}{' ' if why else ''}Rewards: {summary}.")
+        self.log.post(None, f"Game over. {why}{' ' if why else ''}Rewards: {summary}.")
         # Everyone still holds a (final) observation; agents step out with step(None).
         current = self.state_.current_player
         self.agent_selection = agents[(current + 1) % len(agents)] if current >= 0 else agents[0]
@@ -402,7 +394,7 @@ class TextGameEnv(AECEnv):
             info = self._waiting_info(i, free_text=False)
             info["outcome"] = {"winner": None, "reason": "truncation"}
             self._infos[agent] = info
-        self._post(None, "GAME", "Game stopped before its end (truncated): no result.")
+        self.log.post(None, "Game stopped before its end (truncated): no result.")
 
     def _on_invalid(self, player: int, reason: str) -> None:
         reason = sanitize(reason)  # reasons may quote player text; observations must stay in the space
@@ -411,10 +403,10 @@ class TextGameEnv(AECEnv):
         if self.invalid_move == "retry":
             self.rewards = dict.fromkeys(agents, 0.0)
             self.infos[offender] = {**self.infos[offender], "invalid_move": reason}
-            self._post(player, "GAME", f"Invalid move: {reason}. Try again.")
+            self.log.post(player, f"Invalid move: {reason}. Try again.")
             return
         returns = tuple(-1.0 if i == player else 1.0 for i in range(len(agents)))
-        self._post(None, "GAME", f"{self._names[player]} made an invalid move: {reason}")
+        self.log.post(None, f"{self._names[player]} made an invalid move: {reason}")
         self._finish(returns, "invalid_move", {"offender": offender})
         self.infos[offender]["invalid_move"] = reason
         self.agent_selection = offender
