@@ -17,6 +17,9 @@ What every env promises beyond PettingZoo's API:
   ``truncate()`` stopped it early (no winner). The winner of a two-player game is the agent with the
   higher return. The one-player Twenty Questions has no opponent: its winner is the questioner when it
   found the secret, else None (its returns cannot tell, so the game says it through ``winner(state)``).
+- **Infos on read.** A step builds no info; ``last()`` and ``env.infos`` build them when read, with
+  the content the step would have given them. A dict kept from an earlier read of ``env.infos`` is
+  filled in for a new turn only when ``env.infos`` is read again.
 """
 
 from __future__ import annotations
@@ -116,7 +119,8 @@ class TextGameEnv(AECEnv):
         self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
         self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
         self.state_: Any = None  # None until the first reset()
-        # the turn whose infos wait for their first read: (player, legal, action line, its info or None)
+        # the turn whose infos wait for their first read (``_render_infos``): (player, legal strings, action
+        # line, the acting player's info once built)
         self._unrendered: tuple[int, list[str] | None, str, dict[str, Any] | None] | None = None
         self._step_info = type(game).step_info is not TextGame.step_info  # skip the call where it adds nothing
         self._bit_generator: np.random.PCG64 | None = None
@@ -273,7 +277,7 @@ class TextGameEnv(AECEnv):
 
     def _after_move(self) -> None:
         """Rewards, whose turn it is and its message, after reset or a legal move; the turn's infos
-        wait for their first read (see "infos, built when read")."""
+        wait for their first read (``_render_infos``)."""
         state, game = self.state_, self.game
         if state.is_terminal():
             self._finish(state.returns())
@@ -290,25 +294,35 @@ class TextGameEnv(AECEnv):
         self._unrendered = (player, legal, action_line, None)
         self.agent_selection = self.possible_agents[player]
 
-    # -- infos, built when read ------------------------------------------------------------
-    # Infos are built on their first read (``infos``, ``last()``), not by every ``step()``: most callers
-    # read the info of the player to act and no other, or none at all, and the player view, the game's
-    # step info and the waiting players' infos were most of what a step built. Built later, they are
-    # the same: ``step()`` drops a turn nobody read before the state moves on, and the state changes
-    # only through ``step()`` (Snake's parallel env, which moves it itself, calls ``_render_infos``
-    # first). While a turn waits, ``agent_selection`` is its player. The observation text is not
-    # deferred: every message is history (``full`` observations, ``log.lines``) that must show the
-    # state of its moment; only the join into one observation waits for ``observe()``.
-
     @property
     def infos(self) -> dict[str, dict[str, Any]]:
-        """Each agent's info (PettingZoo's ``infos``); read it from the env, it is completed on read."""
+        """Each agent's info (PettingZoo's ``infos``), completed on read: read it from the env after a step."""
         if self._unrendered is not None:
             self._render_infos()
         return self._infos
 
+    def _render_infos(self) -> None:
+        """Build every agent's info for the turn that waits for its first read, if one waits.
+
+        Infos are built when read (``infos``, ``last()``), not by every ``step()``: most callers read the
+        info of the player to act and no other, or none at all, and the player view, the game's step info
+        and the waiting players' infos were most of what a step built. ``last()`` builds the acting
+        player's alone (``_acting_info``); this adds the others. Built later, they are the same: a move
+        drops a turn nobody read before the state changes, and only ``step()`` changes it (Snake's
+        parallel env, which applies moves itself, calls this first). While a turn waits,
+        ``agent_selection`` is its player. Messages are not deferred: each is history (``full``
+        observations, ``log.lines``) that shows the state of its moment; ``observe()`` only joins them.
+        """
+        if self._unrendered is None:
+            return
+        info = self._acting_info()
+        player, legal = self._unrendered[:2]
+        self._unrendered = None
+        for i, agent in enumerate(self.possible_agents):
+            self._infos[agent] = info if i == player else self._waiting_info(i, legal is None)
+
     def _acting_info(self) -> dict[str, Any]:
-        """The info of the player to act in the waiting turn, built on first read."""
+        """The info of the player to act in the waiting turn, built once (see ``_render_infos``)."""
         player, legal, action_line, info = self._unrendered
         if info is None:
             state, game = self.state_, self.game
@@ -322,16 +336,6 @@ class TextGameEnv(AECEnv):
                 info.update(game.step_info(state))
             self._unrendered = (player, legal, action_line, info)
         return info
-
-    def _render_infos(self) -> None:
-        """Every agent's info for the waiting turn, if one waits."""
-        if self._unrendered is None:
-            return
-        info = self._acting_info()
-        player, legal = self._unrendered[:2]
-        self._unrendered = None
-        for i, agent in enumerate(self.possible_agents):
-            self._infos[agent] = info if i == player else self._waiting_info(i, legal is None)
 
     def _waiting_info(self, player: int, free_text: bool) -> dict[str, Any]:
         """The info of a player who is not to act: nothing is legal for it now."""
