@@ -18,8 +18,9 @@ A step is one move by the player to act (stepping finished agents out and OpenSp
 not counted). Every game is seeded (reset seed = game number). Random picks for every framework come from the
 same kind of buffered, seeded numpy stream, so the agent side costs the same everywhere. Each row gets
 ``--seconds`` in ``--repeats`` slices; the slices of all rows are interleaved in a rotating order so a noisy
-machine does not favour one side, and the best slice is reported. Time is this process's CPU time by default
-(``--clock wall`` for elapsed time), so other work on a shared machine does not count against a row.
+machine does not favour one side, and the best slice is reported. Each target's ratio is also shown per repeat
+(lowest-highest): the spread the machine's noise leaves. Time is this process's CPU time by default (``--clock
+wall`` for elapsed time), so other work on a shared machine does not count against a row.
 Peers that are not installed are skipped with the reason.
 """
 
@@ -545,6 +546,14 @@ def ratios_for(env_ids: list[str]) -> list[Ratio]:
     return out
 
 
+def per_repeat(ours: Row, peer: Row, index: int) -> list[float]:
+    """The ratio within each repeat: both rows' slices of one repeat ran in the same round of slices, so the
+    spread over repeats shows how far the machine's noise moves the ratio."""
+    if ours.skip or peer.skip:
+        return []
+    return [(a[index] / a[2]) / (b[index] / b[2]) for a, b in zip(ours.samples, peer.samples, strict=False)]
+
+
 def ratio_results(rows: list[Row], env_ids: list[str]) -> list[dict[str, Any]]:
     by_key = {r.key: r for r in rows}
     results = []
@@ -555,6 +564,7 @@ def ratio_results(rows: list[Row], env_ids: list[str]) -> list[dict[str, Any]]:
         index = 0 if ratio.metric == "games/s" else 1
         a, b = ours.best, peer.best
         value = a[index] / b[index] if a and b else None
+        repeats = per_repeat(ours, peer, index)
         if value is None:
             verdict = ours.skip or peer.skip or "n/a: no measurement"
         elif ratio.target is None:
@@ -568,6 +578,7 @@ def ratio_results(rows: list[Row], env_ids: list[str]) -> list[dict[str, Any]]:
                 "ours": a[index] if a else None,
                 "peer": b[index] if b else None,
                 "ratio": value,
+                "ratio_per_repeat": repeats,
                 "target": ratio.target,
                 "verdict": verdict,
             }
@@ -616,14 +627,23 @@ def print_report(console: Console, rows: list[Row], ratios: list[dict[str, Any]]
         ("ours", "right"),
         ("peer", "right"),
         ("ratio", "right"),
+        ("per repeat", "right"),
         ("target", "right"),
         ("verdict", "left"),
     ):
         targets.add_column(name, justify=justify)
     for r in ratios:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        spread = f"{min(r['ratio_per_repeat']):.2f}-{max(r['ratio_per_repeat']):.2f}x" if r["ratio_per_repeat"] else "-"
         targets.add_row(
-            r["label"], r["metric"], _num(r["ours"]), _num(r["peer"]), ratio, _target(r["target"]), escape(r["verdict"])
+            r["label"],
+            r["metric"],
+            _num(r["ours"]),
+            _num(r["peer"]),
+            ratio,
+            spread,
+            _target(r["target"]),
+            escape(r["verdict"]),
         )
     console.print(targets)
     console.print(

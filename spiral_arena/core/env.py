@@ -17,6 +17,9 @@ What every env promises beyond PettingZoo's API:
   ``truncate()`` stopped it early (no winner). The winner of a two-player game is the agent with the
   higher return. The one-player Twenty Questions has no opponent: its winner is the questioner when it
   found the secret, else None (its returns cannot tell, so the game says it through ``winner(state)``).
+- **Infos on read.** A step builds no info; ``last()`` and ``env.infos`` build them when read, with
+  the content the step would have given them. A dict kept from an earlier read of ``env.infos`` is
+  filled in for a new turn only when ``env.infos`` is read again.
 """
 
 from __future__ import annotations
@@ -116,6 +119,9 @@ class TextGameEnv(AECEnv):
         self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
         self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
         self.state_: Any = None  # None until the first reset()
+        # the turn whose infos wait for their first read (``_render_infos``): (player, legal strings, action
+        # line, the acting player's info once built)
+        self._unrendered: tuple[int, list[str] | None, str, dict[str, Any] | None] | None = None
         self._step_info = type(game).step_info is not TextGame.step_info  # skip the call where it adds nothing
         self._bit_generator: np.random.PCG64 | None = None
 
@@ -159,11 +165,11 @@ class TextGameEnv(AECEnv):
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {a: {} for a in self.agents}
+        self._infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
         self._returns = (0.0,) * n
         self.log = MessageLog(self._prompts, self.obs_format)
         for to, text in self.game.start_messages(self.state_):
-            self._post(to, "GAME", text)
+            self.log.post(to, text)
         self._after_move()
 
     def _generator(self, seed: int | None) -> np.random.Generator:
@@ -190,7 +196,8 @@ class TextGameEnv(AECEnv):
         return self._rng
 
     def observe(self, agent: str) -> str:
-        self._require_reset("observe")
+        if self.state_ is None:
+            self._require_reset("observe")
         return self.log.observation(self._seat[agent])
 
     def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -203,7 +210,7 @@ class TextGameEnv(AECEnv):
             self._cumulative_rewards[agent],
             self.terminations[agent],
             self.truncations[agent],
-            self.infos[agent],
+            self._infos[agent] if self._unrendered is None else self._acting_info(),
         )
 
     def agent_iter(self, max_iter: int = 2**63) -> Any:
@@ -232,9 +239,10 @@ class TextGameEnv(AECEnv):
         except InvalidMove as invalid:
             self._on_invalid(player, invalid.reason)
             return
+        self._unrendered = None  # the state moves on: infos nobody read are never built
         state.apply(move)
         for to, text in self.game.move_messages(state, player, move):
-            self._post(to, "GAME", text)
+            self.log.post(to, text)
         self._after_move()
 
     def render(self) -> str | None:
@@ -267,42 +275,67 @@ class TextGameEnv(AECEnv):
             return invalid.reason
         return None
 
-    def _post(self, to: int | None, sender: str, text: str) -> None:
-        line = f"[{sender}] {text}"
-        if to is None:
-            for lines in self.log.lines:
-                lines.append(line)
-        else:
-            self.log.lines[to].append(line)
-
     def _after_move(self) -> None:
-        """Rewards, infos and whose turn it is, after reset or a legal move."""
-        state, game, agents = self.state_, self.game, self.possible_agents
+        """Rewards, whose turn it is and its message, after reset or a legal move; the turn's infos
+        wait for their first read (``_render_infos``)."""
+        state, game = self.state_, self.game
         if state.is_terminal():
             self._finish(state.returns())
             return
         if game.step_rewards:
             self._set_rewards(state.returns())
-        elif any(self.rewards.values()):
-            self.rewards = dict.fromkeys(agents, 0.0)
         player = state.current_player
         legal = game.legal_action_strings(state)
-        info: dict[str, Any] = {"game": game.name, "legal_actions": legal, "view": game.player_view(state, player)}
-        if legal is None:
-            info["action_format"] = action_line = game.action_format(state)
-            info["action_examples"] = game.action_examples(state)
-        else:
-            action_line = f"Legal actions: {', '.join(legal)}."
-        if game.roles:
-            info["role"] = game.roles[player]
-        if self._step_info:
-            info.update(game.step_info(state))
-        for i, agent in enumerate(agents):
-            self.infos[agent] = info if i == player else self._waiting_info(i, legal is None)
+        action_line = game.action_format(state) if legal is None else f"Legal actions: {', '.join(legal)}."
         # The position comes last, right before the answer: small models use private information
-        # (the card, the board) far better when it is the last thing they read.
+        # (the card, the board) far better when it is the last thing they read. (A log.post line, built
+        # in one piece: this runs every move.)
         self.log.lines[player].append(f"[GAME] Your turn. {action_line}\n{game.turn_message(state, player)}")
-        self.agent_selection = agents[player]
+        self._unrendered = (player, legal, action_line, None)
+        self.agent_selection = self.possible_agents[player]
+
+    @property
+    def infos(self) -> dict[str, dict[str, Any]]:
+        """Each agent's info (PettingZoo's ``infos``), completed on read: read it from the env after a step."""
+        if self._unrendered is not None:
+            self._render_infos()
+        return self._infos
+
+    def _render_infos(self) -> None:
+        """Build every agent's info for the turn that waits for its first read, if one waits.
+
+        Infos are built when read (``infos``, ``last()``), not by every ``step()``: most callers read the
+        info of the player to act and no other, or none at all, and the player view, the game's step info
+        and the waiting players' infos were most of what a step built. ``last()`` builds the acting
+        player's alone (``_acting_info``); this adds the others. Built later, they are the same: a move
+        drops a turn nobody read before the state changes, and only ``step()`` changes it (Snake's
+        parallel env, which applies moves itself, calls this first). While a turn waits,
+        ``agent_selection`` is its player. Messages are not deferred: each is history (``full``
+        observations, ``log.lines``) that shows the state of its moment; ``observe()`` only joins them.
+        """
+        if self._unrendered is None:
+            return
+        info = self._acting_info()
+        player, legal = self._unrendered[:2]
+        self._unrendered = None
+        for i, agent in enumerate(self.possible_agents):
+            self._infos[agent] = info if i == player else self._waiting_info(i, legal is None)
+
+    def _acting_info(self) -> dict[str, Any]:
+        """The info of the player to act in the waiting turn, built once (see ``_render_infos``)."""
+        player, legal, action_line, info = self._unrendered
+        if info is None:
+            state, game = self.state_, self.game
+            info = {"game": game.name, "legal_actions": legal, "view": game.player_view(state, player)}
+            if legal is None:
+                info["action_format"] = action_line
+                info["action_examples"] = game.action_examples(state)
+            if game.roles:
+                info["role"] = game.roles[player]
+            if self._step_info:
+                info.update(game.step_info(state))
+            self._unrendered = (player, legal, action_line, info)
+        return info
 
     def _waiting_info(self, player: int, free_text: bool) -> dict[str, Any]:
         """The info of a player who is not to act: nothing is legal for it now."""
@@ -320,6 +353,7 @@ class TextGameEnv(AECEnv):
     def _finish(self, returns: tuple[float, ...], reason: str = "normal", extra: dict[str, Any] | None = None) -> None:
         """End the game: final rewards, everyone terminated, and the outcome in every info."""
         agents = self.possible_agents
+        self._unrendered = None  # every info is replaced
         self._set_rewards(returns)
         self.terminations = dict.fromkeys(agents, True)
         winner = self._winner(returns, reason)
@@ -328,10 +362,10 @@ class TextGameEnv(AECEnv):
             info.update(self.game.step_info(self.state_))
             info.update(extra or {})
             info["outcome"] = {"winner": winner, "reason": reason}
-            self.infos[agent] = info
+            self._infos[agent] = info
         why = self.game.outcome_reason(self.state_) if reason == "normal" else ""
         summary = ", ".join(f"{self._names[i]} {returns[i]:+g}" for i in range(len(agents)))
-        self._post(None, "GAME", f"Game over. {why}{' ' if why else ''}Rewards: {summary}.")
+        self.log.post(None, f"Game over. {why}{' ' if why else ''}Rewards: {summary}.")
         # Everyone still holds a (final) observation; agents step out with step(None).
         current = self.state_.current_player
         self.agent_selection = agents[(current + 1) % len(agents)] if current >= 0 else agents[0]
@@ -357,13 +391,14 @@ class TextGameEnv(AECEnv):
         agents = self.possible_agents
         if not self.agents or any(self.terminations.values()) or any(self.truncations.values()):
             raise RuntimeError(f"{self.env_id}: the game is already over; call reset()")
+        self._unrendered = None  # every info is replaced
         self.rewards = dict.fromkeys(agents, 0.0)
         self.truncations = dict.fromkeys(agents, True)
         for i, agent in enumerate(agents):
             info = self._waiting_info(i, free_text=False)
             info["outcome"] = {"winner": None, "reason": "truncation"}
-            self.infos[agent] = info
-        self._post(None, "GAME", "Game stopped before its end (truncated): no result.")
+            self._infos[agent] = info
+        self.log.post(None, "Game stopped before its end (truncated): no result.")
 
     def _on_invalid(self, player: int, reason: str) -> None:
         reason = sanitize(reason)  # reasons may quote player text; observations must stay in the space
@@ -372,10 +407,10 @@ class TextGameEnv(AECEnv):
         if self.invalid_move == "retry":
             self.rewards = dict.fromkeys(agents, 0.0)
             self.infos[offender] = {**self.infos[offender], "invalid_move": reason}
-            self._post(player, "GAME", f"Invalid move: {reason}. Try again.")
+            self.log.post(player, f"Invalid move: {reason}. Try again.")
             return
         returns = tuple(-1.0 if i == player else 1.0 for i in range(len(agents)))
-        self._post(None, "GAME", f"{self._names[player]} made an invalid move: {reason}")
+        self.log.post(None, f"{self._names[player]} made an invalid move: {reason}")
         self._finish(returns, "invalid_move", {"offender": offender})
         self.infos[offender]["invalid_move"] = reason
         self.agent_selection = offender

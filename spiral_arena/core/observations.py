@@ -43,11 +43,14 @@ class MessageLog:
         self.prompts = prompts
         self.lines = [[f"[GAME] {p}"] for p in prompts]
 
-    def post(self, player: int, sender: str, text: str) -> None:
-        self.lines[player].append(f"[{sender}] {text}")
-
-    def full(self, player: int) -> str:
-        return "\n\n".join(self.lines[player])
+    def post(self, to: int | None, text: str) -> None:
+        """A message from the game to player ``to``, or to every player (None)."""
+        line = "[GAME] " + text
+        if to is None:
+            for lines in self.lines:
+                lines.append(line)
+        else:
+            self.lines[to].append(line)
 
     def latest(self, player: int) -> str:
         return self.lines[player][-1]

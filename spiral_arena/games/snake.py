@@ -412,10 +412,11 @@ class SnakeParallelEnv(ParallelEnv):
                 offences[p] = invalid.reason
         if offences:
             return self._end_on_invalid(offences)
+        env._render_infos()  # the moves bypass env.step(): the env's infos of reset are built before they apply
         state.apply(moves[0])
         state.apply(moves[1])
         for to, text in game.move_messages(state, 1, moves[1]):
-            env._post(to, "GAME", text)
+            env.log.post(to, text)
         if state.is_terminal():
             env._finish(state.returns())
             return self._result(dict(env.rewards), terminated=True)
@@ -426,7 +427,7 @@ class SnakeParallelEnv(ParallelEnv):
     def _end_on_invalid(self, offences: dict[int, str]) -> tuple[dict, dict, dict, dict, dict]:
         env = self.env
         for p, reason in offences.items():
-            env._post(None, "GAME", f"Player {p} made an invalid move: {reason}")
+            env.log.post(None, f"Player {p} made an invalid move: {reason}")
         if len(offences) == 2:
             returns = (0.0, 0.0)
         else:
@@ -442,7 +443,7 @@ class SnakeParallelEnv(ParallelEnv):
         env = self.env
         state = env.state_
         legal = ", ".join(env.game.legal_action_strings(state))
-        env._post(player, "GAME", f"Your turn. Legal actions: {legal}.\n{env.game.turn_message(state, player)}")
+        env.log.post(player, f"Your turn. Legal actions: {legal}.\n{env.game.turn_message(state, player)}")
 
     def _observations(self) -> dict[str, str]:
         return {a: self.env.observe(a) for a in self.possible_agents}

@@ -57,9 +57,12 @@ class TicTacToeState:
 MARKS = ("O", "X")  # player 0 draws O, as in TextArena
 _CELL_KEYS = [str(c) for c in range(9)]
 _CELL_STRINGS = [f"[{c}]" for c in range(9)]
-_BOARD = " {} | {} | {}\n---+---+---\n {} | {} | {}\n---+---+---\n {} | {} | {}"
+_CELL_OF = {text: c for c, text in enumerate(_CELL_STRINGS)}  # "[4]" -> 4
+_BOARD = " %s | %s | %s\n---+---+---\n %s | %s | %s\n---+---+---\n %s | %s | %s"
 _TURN = re.compile(r"Board \(you are '([OX])'; numbers are empty cells\):\n(.*)", re.DOTALL)
-_BOARD_READ = re.compile(re.escape(_BOARD).replace(r"\{\}", r"(\S)"))
+_BOARD_READ = re.compile(re.escape(_BOARD).replace("%s", r"(\S)"))
+# What each cell shows, by what it holds: its number while EMPTY, else the mark of the player who took it.
+_CELL_SHOWS = tuple({EMPTY: _CELL_KEYS[c], 0: MARKS[0], 1: MARKS[1]} for c in range(9))
 
 PROMPT = """\
 You are Player {me} in Tic-Tac-Toe, a zero-sum game for two players. Your mark is '{mark}'; \
@@ -87,8 +90,7 @@ class TicTacToe(TextGame):
         return PROMPT.format(me=player, mark=MARKS[player], other=1 - player, other_mark=MARKS[1 - player])
 
     def render(self, state: TicTacToeState) -> str:
-        c = [MARKS[v] if v != EMPTY else _CELL_KEYS[i] for i, v in enumerate(state.board)]
-        return _BOARD.format(*c)
+        return _BOARD % tuple(map(dict.__getitem__, _CELL_SHOWS, state.board))
 
     def turn_message(self, state: TicTacToeState, player: int) -> str:
         return f"Board (you are '{MARKS[player]}'; numbers are empty cells):\n{self.render(state)}"
@@ -117,6 +119,9 @@ class TicTacToe(TextGame):
 
     def parse(self, state: TicTacToeState, text: str) -> int:
         board = state.board
+        cell = _CELL_OF.get(text)  # the exact answer "[4]", the usual one, without building the options
+        if cell is not None and board[cell] == EMPTY:
+            return cell
         return choose(text, {_CELL_KEYS[c]: c for c in range(9) if board[c] == EMPTY})
 
     def move_messages(self, state: TicTacToeState, player: int, cell: int) -> list[Message]:
