@@ -62,8 +62,13 @@ def check_kuhn(printed: list[str]) -> None:
     assert len(printed) - 2 >= 5 * 2  # five rounds of Kuhn Poker, at least two decisions each
 
 
+def check_text_env(printed: list[str]) -> None:
+    assert printed == ["-1.0 normal"]  # always the first legal cell against the expert: a seeded, legal loss
+
+
 PYTHON_CHECKS: dict[str, Callable[[list[str]], None]] = {
     'spiral_arena.make("KuhnPoker-v0")': check_kuhn,
+    "spiral_arena.make_text_env(": check_text_env,
 }
 
 
