@@ -29,8 +29,8 @@ from spiral_arena.games.twenty_questions import TwentyQuestions
 
 ENV_KWARGS = ("obs_format", "invalid_move", "render_mode")
 # option names that hold credentials (Twenty Questions' "secret" is the word to find, not one of them)
-# (whole words between underscores: max_new_tokens is no token)
-_SECRET = re.compile(r"(?:^|_)(?:api_?key|key|token|password|passwd|credentials?|auth)(?:$|_)", re.I)
+# (whole words between underscores: max_new_tokens is no token; client_secret is one, the bare secret not)
+_SECRET = re.compile(r"(?:^|_)(?:api_?key|key|token|password|passwd|credentials?|auth)(?:$|_)|._secrets?$", re.I)
 
 
 def looks_like_secret(name: str) -> bool:

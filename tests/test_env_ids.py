@@ -77,7 +77,8 @@ def test_one_secret_rule_for_game_options_and_agent_options():
     from spiral_arena.agents import split_options
     from spiral_arena.registry import looks_like_secret, option_value, parse_env_id
 
-    for name in ("api_key", "oracle_api_key", "apikey", "key", "auth_token", "password", "credentials"):
+    secrets = ("api_key", "oracle_api_key", "apikey", "key", "auth_token", "password", "credentials", "client_secret")
+    for name in secrets:
         assert looks_like_secret(name), name
     for name in ("max_new_tokens", "secret", "keyboard", "monkey", "authors"):
         assert not looks_like_secret(name), name
