@@ -193,3 +193,42 @@ def test_the_recipes_invalid_move_shaping_pays_the_offender_the_penalty():
     assert shaped_rewards(summary) == summary["returns"]  # no penalty: the env's zero-sum -1 / +1
     shaped = shaped_rewards(summary, -1.5)
     assert shaped[offender] == -1.5 and shaped[1 - offender] == 0.5
+
+
+def test_vf_eval_plays_the_hub_package_against_a_served_agent(served, tmp_path: Path) -> None:
+    """The docs' ``vf-eval`` command as a user runs it: the Hub package found by its id (on PYTHONPATH,
+    as ``pip install`` of it would make it), our agent behind an OpenAI-compatible URL, the run's
+    traces written to disk. Each task's two seats get opposite rewards equal to the game replayed."""
+    import json
+    import subprocess
+
+    env = {
+        **os.environ,
+        "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(HUB / "spiral-arena-games"), os.environ.get("PYTHONPATH", "")]),
+        KEY_VAR: TOKEN,
+    }
+    command = [
+        str(Path(VENV_BIN) / "vf-eval"), "spiral-arena-games", "-n", "2", "--no-push", "-o", str(tmp_path),
+        "--env.taskset.games", KUHN, "TicTacToe-v0", "--env.taskset.seed", "5",
+        "--client.base-url", served.url, "--client.api-key-var", KEY_VAR, "--model", "random",
+    ]  # fmt: skip
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    [traces_file] = tmp_path.rglob("traces.jsonl")
+    results = [json.loads(line) for line in traces_file.read_text().splitlines()]
+    assert sorted((r["task"]["data"]["game"], r["task"]["data"]["seed"]) for r in results) == [
+        (KUHN, 5),
+        ("TicTacToe-v0", 6),
+    ]
+    for result in results:
+        assert result["ok"], result["errors"]
+        by_seat = {trace["info"]["seat"]: trace for trace in result["traces"]}
+        assert sorted(by_seat) == [0, 1]
+        moves = {seat: [n["message"]["content"] for n in t["nodes"] if n["message"]["role"] == "assistant"]
+                 for seat, t in by_seat.items()}  # fmt: skip
+        replayed = replay(result["task"]["data"]["game"], result["task"]["data"]["seed"], moves, {})
+        for seat, trace in by_seat.items():
+            expected = replayed.rewards[replayed.possible_agents[seat]]
+            assert trace["rewards"]["game"]["score"] == expected
+            assert trace["info"]["returns"][seat] == expected
