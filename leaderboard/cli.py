@@ -338,7 +338,7 @@ def _output_problems(args: argparse.Namespace, database: bool) -> list[str]:
 def cmd_show(args: argparse.Namespace) -> int:
     from leaderboard import store
     from leaderboard.standings import compute, parse_prices
-    from spiral_arena.registry import canonical_env_id
+    from spiral_arena.registry import GameSpec
 
     problems = _output_problems(args, database=False)
     if problems:
@@ -348,7 +348,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     conn = store.open_readonly(args.db)  # showing never creates, migrates or writes the file
     try:
-        game = None if args.game is None else canonical_env_id(args.game)
+        game = None if args.game is None else GameSpec.parse(args.game).canonical
         games = store.load_games(conn, None if game is None else [game])
         if not games and args.game is not None:
             stored = [r[0] for r in conn.execute("SELECT DISTINCT env_id FROM games ORDER BY env_id")]

@@ -24,6 +24,7 @@ from typing import Any
 
 from leaderboard.settings import ANCHOR
 from spiral_arena.agents import Agent, RandomAgent, make_agent, parse_spec, redacted, split_options
+from spiral_arena.analysis import KUHN_INFO_STATES
 from spiral_arena.llm import PROVIDERS
 from spiral_arena.models.checkpoints import SETTINGS_FILE
 
@@ -143,8 +144,6 @@ def kuhn_policy_of(agent: Agent) -> dict[str, float] | None:
     built-ins state it without that attribute today: ``ExpertAgent`` through its Kuhn expert's
     ``policy``, and ``RandomAgent``, whose uniform choice between the two legal actions is 1/2 everywhere.
     """
-    from spiral_arena.analysis import KUHN_INFO_STATES
-
     source = getattr(agent, "kuhn_policy", None)
     if source is None:
         experts = getattr(agent, "experts", None)

@@ -28,8 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from leaderboard import store
 from leaderboard.entrants import Entrant, parse_entrants
 from leaderboard.schedule import check_games, schedule
+from spiral_arena.agents import options_problem, spec_problem
 
 KEYS = ("agents", "games", "games_per_pair", "seed")
 
@@ -82,8 +84,6 @@ def _strings(value: object) -> bool:
 
 
 def _load(path: Path) -> ReferencePool:
-    from spiral_arena.agents import options_problem, spec_problem
-
     if not path.is_file():
         raise ValueError("no such file" if not path.exists() else "not a file")
     try:
@@ -128,8 +128,6 @@ def _load(path: Path) -> ReferencePool:
 def stored_problems(db: str | Path, entrants: Sequence[Entrant]) -> list[str]:
     """The labels under which the database at ``db`` already stores another spec than the entrant's: its
     games would be reused as if the entrant had played them. Read without writing anything."""
-    from leaderboard import store
-
     path = Path(db)
     if not path.is_file() or not path.stat().st_size:  # a run makes it
         return []

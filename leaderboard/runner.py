@@ -40,10 +40,11 @@ from leaderboard import store
 from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of
 from leaderboard.schedule import Job, check_games, schedule
 from spiral_arena.agents import Agent
+from spiral_arena.analysis import kuhn_exploitability
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Game, InFlight, Spent, check_concurrency, default_concurrency, own_copy
 from spiral_arena.processes import ignore_sigint, sigint_held
-from spiral_arena.registry import parse_env_id
+from spiral_arena.registry import GameSpec
 
 POLL_S = 0.2
 MAX_CHUNK = 64
@@ -58,7 +59,7 @@ def agent_seed(game_seed: int, seat: int, own_seed: int) -> int:
 
 
 def _env_version(env_id: str) -> str:
-    return parse_env_id(env_id)[0].rpartition("-")[2]
+    return GameSpec.parse(env_id).env_id.rpartition("-")[2]
 
 
 def play_game(
@@ -196,8 +197,6 @@ class Player:
         return self.agents[label]
 
     def _record(self, entrant: Entrant, agent: Agent) -> None:
-        from spiral_arena.analysis import kuhn_exploitability
-
         try:
             policy = kuhn_policy_of(agent)
             exploitability = None if policy is None else kuhn_exploitability(policy)

@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from leaderboard.store import NO_PLAYER
-from spiral_arena.registry import canonical_env_id, make, parse_env_id, spec
+from spiral_arena.registry import GameSpec
 
 DEFAULT_GAMES = ("TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0")  # the SPIRAL training games
 SEED_MAX = 2**63 - 1  # the largest seed a game row can store (an SQLite INTEGER)
@@ -48,7 +48,7 @@ class Job:
 
 def players(env_id: str) -> int:
     """How many players the (registered) game ``env_id`` seats."""
-    return len(spec(parse_env_id(env_id)[0]).game.agents)
+    return GameSpec.parse(env_id).players
 
 
 def check_games(env_ids: Sequence[str]) -> list[str]:
@@ -58,9 +58,9 @@ def check_games(env_ids: Sequence[str]) -> list[str]:
     if not env_ids:
         raise ValueError("give at least one game, e.g. --games TicTacToe-v0,KuhnPoker-v0")
     checked = []
-    for env_id in map(canonical_env_id, env_ids):
-        make(env_id)  # unknown ids and options fail here, before any game is scheduled
-        seated = players(env_id)
+    for game in map(GameSpec.parse, env_ids):
+        game.make()  # unknown ids and options fail here, before any game is scheduled
+        env_id, seated = game.canonical, game.players
         if seated not in (1, 2):
             raise ValueError(f"{env_id} has {seated} players; the leaderboard plays one- and two-player games only")
         if env_id in checked:

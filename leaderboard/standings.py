@@ -46,6 +46,8 @@ from leaderboard.settings import (  # noqa: F401 (re-exported: the rules live be
     WEIGHTINGS,
 )
 from leaderboard.store import NO_PLAYER, AgentRecord, StoredGame
+from spiral_arena.agents import parse_spec, split_options
+from spiral_arena.llm import PROVIDERS
 from spiral_arena.registry import REGISTRY
 
 
@@ -93,9 +95,6 @@ def parse_prices(items: Sequence[str]) -> dict[str, Price]:
 
 def model_id(spec: str) -> str | None:
     """The model id of an API agent's spec (``openai:gpt-4o@http://...#max_retries=0`` -> ``gpt-4o``), else None."""
-    from spiral_arena.agents import parse_spec, split_options
-    from spiral_arena.llm import PROVIDERS
-
     try:
         parsed = parse_spec(split_options(spec)[0])
     except ValueError:

@@ -106,12 +106,47 @@ def parse_env_id(text: str) -> tuple[str, dict[str, Any]]:
     return env_id.strip(), options
 
 
-def canonical_env_id(text: str) -> str:
-    """The one spelling of an env id with options (sorted, no spaces), used as a stored identity."""
-    env_id, options = parse_env_id(text)
-    if not options:
-        return env_id
-    return env_id + ":" + ";".join(f"{k}={_shown(v)}" for k, v in sorted(options.items()))
+@dataclass(frozen=True)
+class GameSpec:
+    """A game with its options, parsed once from ``ID:key=value;...``: what rollouts, evaluation, the
+    leaderboard and the integrations pass around instead of the text. ``label`` is the text as given
+    (metric keys and logs show it); ``canonical`` the one spelling stored as a game's identity."""
+
+    env_id: str
+    options: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", self.canonical)
+
+    @classmethod
+    def parse(cls, text: str) -> GameSpec:
+        env_id, options = parse_env_id(text)
+        return cls(env_id, options, text.strip())
+
+    @property
+    def canonical(self) -> str:
+        """Options sorted, no spaces: ``KuhnPoker-v0: rounds=1 ; ante=2`` -> ``KuhnPoker-v0:ante=2;rounds=1``."""
+        return _spelling(self.env_id, dict(sorted(self.options.items())))
+
+    @property
+    def registered(self) -> EnvSpec:
+        """The registered game (ValueError naming the registered ids when there is none)."""
+        return spec(self.env_id)
+
+    @property
+    def players(self) -> int:
+        return len(self.registered.game.agents)
+
+    def with_options(self, **options: Any) -> GameSpec:
+        """The same game with these options set (replacing any given before, appended after the rest)."""
+        merged = {**{k: v for k, v in self.options.items() if k not in options}, **options}
+        return GameSpec(self.env_id, merged, _spelling(self.env_id, merged))
+
+    def make(self, **kwargs: Any) -> TextGameEnv:
+        """The env, built as ``make`` builds ``ID:options`` (kwargs: env options such as ``obs_format``)."""
+        return make(self.env_id, **self.options, **kwargs)
 
 
 def option_value(value: str) -> Any:
@@ -127,8 +162,9 @@ def option_value(value: str) -> Any:
     return value
 
 
-def _shown(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+def _spelling(env_id: str, options: dict[str, Any]) -> str:
+    shown = ";".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items())
+    return f"{env_id}:{shown}" if shown else env_id
 
 
 def make(env_id: str, **kwargs: Any) -> TextGameEnv:
@@ -157,8 +193,7 @@ def env_id_problem(text: str, obs_format: str = "") -> str | None:
     commands and rollouts build it; None when it builds. The message names the bare id, never an
     option's value (one may be a secret)."""
     try:
-        env_id, options = parse_env_id(text)
-        make(env_id, **options, **({"obs_format": obs_format} if obs_format else {}))
+        GameSpec.parse(text).make(**({"obs_format": obs_format} if obs_format else {}))
     except (TypeError, ValueError, OSError) as error:
         name = text.split(":")[0].strip()
         return str(error) if name in str(error) else f"{name}: {error}"

@@ -9,7 +9,7 @@ import pytest
 import spiral_arena
 from leaderboard import store
 from spiral_arena.cli import main as cli_main
-from spiral_arena.registry import canonical_env_id, parse_env_id
+from spiral_arena.registry import GameSpec, parse_env_id
 
 
 def transcript(env, seed: int) -> list[str]:
@@ -44,8 +44,27 @@ def test_bad_ids_are_clear_errors():
 
 
 def test_canonical_spelling_sorts_options():
-    assert canonical_env_id(" KuhnPoker-v0: rounds=1 ; ante=2 ") == "KuhnPoker-v0:ante=2;rounds=1"
-    assert canonical_env_id("TicTacToe-v0") == "TicTacToe-v0"
+    assert GameSpec.parse(" KuhnPoker-v0: rounds=1 ; ante=2 ").canonical == "KuhnPoker-v0:ante=2;rounds=1"
+    assert GameSpec.parse("TicTacToe-v0").canonical == "TicTacToe-v0"
+
+
+def test_a_game_spec_is_parsed_once_and_builds_its_env():
+    """The label keeps the text as given, options are values, and the env built is the one ``make``
+    builds from the text; ``with_options`` replaces an option and keeps the others."""
+    game = GameSpec.parse(" TwentyQuestions-v0: max_questions=3 ; recap=true ")
+    assert (game.env_id, game.options, game.label) == (
+        "TwentyQuestions-v0",
+        {"max_questions": 3, "recap": True},
+        "TwentyQuestions-v0: max_questions=3 ; recap=true",
+    )
+    assert game.players == 1 and GameSpec.parse("KuhnPoker-v0").players == 2
+    assert game.make().game.max_questions == 3
+    longer = game.with_options(max_questions=8)
+    assert longer.label == "TwentyQuestions-v0:recap=true;max_questions=8"
+    assert longer.options == {"recap": True, "max_questions": 8} and game.options["max_questions"] == 3
+    assert GameSpec("KuhnPoker-v0", {"rounds": 1}).label == "KuhnPoker-v0:rounds=1"
+    with pytest.raises(ValueError, match="unknown env id 'Kuhn-v0'.*KuhnPoker-v0"):
+        _ = GameSpec.parse("Kuhn-v0").players
 
 
 def test_the_leaderboard_stores_options_as_part_of_the_game(tmp_path, capsys):

@@ -12,8 +12,8 @@ pytest.importorskip("torch")
 from test_trainer_units import CharTokenizer, EchoEngine, kuhn_answer  # noqa: E402
 
 from spiral_arena.models.policy import Policy  # noqa: E402
+from spiral_arena.registry import GameSpec  # noqa: E402
 from trainers.evaluate import play_against  # noqa: E402
-from trainers.rollout import GameSpec  # noqa: E402
 
 GENERATION = {"max_new_tokens": 8, "temperature": 1.0, "top_p": 1.0, "max_game_actions": 50}
 

@@ -307,8 +307,8 @@ def test_group_algorithms_refuse_games_that_do_not_fit(tmp_path, capsys):
 def test_held_out_evaluation_plays_every_secret_k_times(tmp_path):
     """Mean@k and Pass@k over every secret: a questioner that only ever asks about a dog finds the dog
     every time and nothing else, so both are 1/3 over three secrets."""
+    from spiral_arena.registry import GameSpec
     from trainers.evaluate import covering_seeds, play_against
-    from trainers.rollout import GameSpec
 
     words = tmp_path / "words.txt"
     words.write_text("dog\ncat\napple\n")

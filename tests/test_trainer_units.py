@@ -11,11 +11,12 @@ torch = pytest.importorskip("torch")
 
 from spiral_arena.models import Completion  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
+from spiral_arena.registry import GameSpec  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
 from trainers.flags import add_arguments, from_arguments  # noqa: E402
 from trainers.losses import aggregate, kl_to_reference, policy_loss  # noqa: E402
 from trainers.rae import RAE, state_advantages  # noqa: E402
-from trainers.rollout import GameSpec, collect, parse_mixture  # noqa: E402
+from trainers.rollout import collect, parse_mixture  # noqa: E402
 
 
 def test_rae_reads_baseline_before_update():

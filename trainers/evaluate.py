@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from spiral_arena import list_envs, make
+from spiral_arena import list_envs
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
+from spiral_arena.evals.metrics import benchmark_metrics
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.scoring import answer_scorer
 from spiral_arena.play import play_games
-from spiral_arena.registry import REGISTRY
-from spiral_arena.registry import spec as spec_of
+from spiral_arena.registry import GameSpec
 from trainers.config import TrainConfig
-from trainers.rollout import GameResult, GameSpec, collect
+from trainers.rollout import GameResult, collect
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
 OUTCOMES = ("win", "draw", "loss", "invalid")
@@ -89,12 +89,11 @@ def play_against(
     times (``secret_success``), and again with ``long_questions`` questions allowed when that is > 0."""
     metrics: dict[str, float] = {}
     for spec in games:
-        solo = len(spec_of(spec.env_id).game.agents) == 1
+        solo = spec.players == 1
         if solo and secret_samples > 0 and "secret" not in spec.options and spec.env_id == "TwentyQuestions-v0":
             metrics.update(secret_success(policy, spec, secret_samples, seed, **generation))
             if long_questions > 0:
-                kept = [o for o in spec.label.partition(":")[2].split(";") if o and not o.startswith("max_questions=")]
-                longer = GameSpec.parse(f"{spec.env_id}:{';'.join([*kept, f'max_questions={long_questions}'])}")
+                longer = spec.with_options(max_questions=long_questions)
                 budget = {**generation, "max_game_actions": max(long_questions, generation["max_game_actions"])}
                 metrics.update(secret_success(policy, longer, secret_samples, seed, **budget))
             continue
@@ -150,7 +149,7 @@ def solo_success(policy: Policy, spec: GameSpec, n_games: int, seed: int, **gene
 def covering_seeds(spec: GameSpec, start: int) -> list[int]:
     """One reset seed per secret of a game that draws its secret from a word list (Twenty Questions),
     in word-list order: the first seed from ``start`` on whose reset draws that word."""
-    env = make(spec.env_id, **spec.options)
+    env = spec.make()
     words = list(getattr(env.game, "words", ()))
     found: dict[str, int] = {}
     for seed in range(start, start + 200 * max(1, len(words))):
@@ -169,8 +168,6 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
     (at least one success in k, unbiased with n = k), each with a 95% bootstrap interval over the
     secrets, and the mean number of questions. ``eval/GAME/solo/win`` is Mean@k, so the summary
     lines read it as a win rate. Also the shares of invalid and of repeated questions."""
-    from spiral_arena.evals.metrics import benchmark_metrics
-
     seeds = covering_seeds(spec, seed)
     results = collect(
         policy,
@@ -257,7 +254,7 @@ def headline(scores: dict[str, float], trained: list[str]) -> dict[str, float]:
     if "eval/kuhn_exploitability" in scores:
         out["kuhn_exploitability"] = scores["eval/kuhn_exploitability"]
     for game, rows in table.items():
-        if game.split(":")[0] == "TicTacToe-v0" and "random" in rows:
+        if GameSpec.parse(game).env_id == "TicTacToe-v0" and "random" in rows:
             out["tictactoe_vs_random"] = rows["random"].get("win", 0.0) + rows["random"].get("draw", 0.0)
     invalid = [r["invalid"] for g in trained if g in table for r in table[g].values() if "invalid" in r]
     if invalid:
@@ -357,7 +354,7 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
             max_game_actions=config.max_game_actions,
             obs_format=config.obs_format,
         )
-    kuhn_rounds = [{**REGISTRY[s.env_id].options, **s.options}["rounds"] for s in specs if s.env_id == "KuhnPoker-v0"]
+    kuhn_rounds = [{**s.registered.options, **s.options}["rounds"] for s in specs if s.env_id == "KuhnPoker-v0"]
     if kuhn_rounds:  # read on single hands whatever the run trains on; the rounds trained are logged beside it
         metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
         metrics["eval/kuhn_trained_rounds"] = max(kuhn_rounds)

@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from spiral_arena import make
 from spiral_arena.core.actions import extract_answer
 from spiral_arena.models.policy import Policy
-from spiral_arena.registry import parse_env_id
+from spiral_arena.registry import GameSpec
 
 
 @dataclass
@@ -55,20 +54,6 @@ class GameResult:
     snapshot_step: int | None = None  # population play: the step of the frozen policy in the other seat
 
 
-@dataclass
-class GameSpec:
-    """An entry of the game mixture: ``"KuhnPoker-v0:rounds=1"`` -> id + options."""
-
-    label: str
-    env_id: str
-    options: dict[str, Any]
-
-    @classmethod
-    def parse(cls, text: str) -> GameSpec:
-        env_id, options = parse_env_id(text)  # the registry's grammar, shared by every command
-        return cls(text.strip(), env_id, options)
-
-
 def parse_mixture(games: str, weights: str) -> tuple[list[GameSpec], np.ndarray]:
     specs = [GameSpec.parse(g) for g in games.split(",") if g.strip()]
     if not specs:
@@ -90,7 +75,7 @@ class EnvPool:
         spare = self.spare.get((spec.label, obs_format))
         if spare:
             return spare.pop()
-        return make(spec.env_id, **spec.options, **({"obs_format": obs_format} if obs_format else {}))
+        return spec.make(**({"obs_format": obs_format} if obs_format else {}))
 
     def give(self, spec: GameSpec, obs_format: str, env: Any) -> None:
         self.spare.setdefault((spec.label, obs_format), []).append(env)

@@ -22,8 +22,8 @@ from spiral_arena.models.checkpoints import SETTINGS_FILE
 from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
+from spiral_arena.registry import GameSpec
 from trainers.config import TrainConfig
-from trainers.rollout import GameSpec
 
 
 def play_transcripts(
@@ -147,7 +147,7 @@ def run_sft(
         model = str(
             create_tiny(
                 output_dir / "tiny_init",
-                sorted({r.get("game", "KuhnPoker-v0").split(":")[0] for r in records}),
+                sorted({GameSpec.parse(r.get("game", "KuhnPoker-v0")).env_id for r in records}),
                 seed=seed,
             )
         )

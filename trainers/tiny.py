@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from spiral_arena import make
+from spiral_arena.agents import make_agent
+from spiral_arena.models.prompting import single_turn_prompt
+
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -20,10 +24,6 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 def game_corpus(env_ids: Iterable[str], games_per_env: int = 50, seed: int = 0, agent: str = "random") -> list[str]:
     """Observations and well-formed answers from play by ``agent`` (the warm start's player), the
     text the model will meet."""
-    from spiral_arena import make
-    from spiral_arena.agents import make_agent
-    from spiral_arena.models.prompting import single_turn_prompt
-
     texts: list[str] = []
     for env_id in env_ids:
         env = make(env_id)

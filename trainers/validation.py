@@ -12,7 +12,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from spiral_arena.agents import model_path_problem, spec_problem
 from spiral_arena.core.observations import OBS_FORMATS
+from spiral_arena.evals.data import DataError, load_benchmark
+from spiral_arena.registry import GameSpec, env_id_problem
 
 
 class ConfigError(ValueError):
@@ -186,15 +189,13 @@ def _value_problem(name: str, value: Any) -> str | None:
 def hides_history(games: Any) -> bool:
     """Whether a user's games include Twenty Questions without ``recap=true``: its latest message alone
     (obs_format "last") then holds only the last answer, not the game so far."""
-    from spiral_arena.registry import parse_env_id
-
     if not isinstance(games, str):
         return False
-    try:  # the registry's grammar; a spec that does not parse is reported by validate()
-        specs = [parse_env_id(part) for part in games.split(",") if part.strip()]
+    try:  # a spec that does not parse is reported by validate()
+        specs = [GameSpec.parse(part) for part in games.split(",") if part.strip()]
     except ValueError:
         return False
-    return any(env_id == "TwentyQuestions-v0" and options.get("recap") is not True for env_id, options in specs)
+    return any(s.env_id == "TwentyQuestions-v0" and s.options.get("recap") is not True for s in specs)
 
 
 def count_entries(text: Any) -> int | None:
@@ -205,8 +206,6 @@ def count_entries(text: Any) -> int | None:
 def _game_problems(games: str, obs_format: str) -> list[str]:
     """Each game spec that does not parse, names no env, or gives options its env refuses. The env is
     built exactly as rollouts build it, so an option is checked against the env itself."""
-    from spiral_arena.registry import env_id_problem
-
     items = filter(None, (g.strip() for g in games.split(",")))
     return [problem for item in items if (problem := env_id_problem(item, obs_format))]
 
@@ -214,12 +213,11 @@ def _game_problems(games: str, obs_format: str) -> list[str]:
 def _algo_problems(algo: str, games: str, opponent: str) -> list[str]:
     """Group algorithms train a single player against its own group: every game must have one
     player, and delta-belief needs a secret to measure belief in (Twenty Questions)."""
-    from spiral_arena.registry import parse_env_id, spec
-
     problems = [] if opponent == "self" else [f"{algo} trains a single player; opponent must be self"]
     for item in filter(None, (g.strip() for g in games.split(","))):
-        env_id = parse_env_id(item)[0]
-        if len(spec(env_id).game.agents) != 1:
+        game = GameSpec.parse(item)
+        env_id = game.env_id
+        if game.players != 1:
             problems.append(f"{algo} is for single-player games; {env_id} has two players (use algo rae)")
         elif algo == "delta-belief" and env_id != "TwentyQuestions-v0":
             problems.append(f"delta-belief measures belief in a secret; {env_id} has none (TwentyQuestions-v0 has)")
@@ -241,8 +239,6 @@ def _weights_problem(weights: str, n_games: int) -> str | None:
 
 def _agent_problem(spec: str, self_allowed: bool = False) -> str | None:
     """What is wrong with an opponent spec, checked without loading anything."""
-    from spiral_arena.agents import spec_problem
-
     problem = spec_problem(spec, human=False)
     if problem is not None and self_allowed and problem.startswith("unknown agent spec"):
         return f"{problem}; or self (one policy plays both seats)"
@@ -253,8 +249,7 @@ def _reasoning_problems(spec: str, data_dir: str) -> list[str]:
     """A reasoning spec that does not parse, or whose benchmarks have no local file and no other source."""
     if importlib.util.find_spec("math_verify") is None:
         return ["needs math-verify: pip install 'spiral-arena[eval]'"]
-    from spiral_arena.evals.data import DataError, load_benchmark
-    from spiral_arena.evals.training import parse_eval_spec
+    from spiral_arena.evals.training import parse_eval_spec  # imports torch
 
     try:
         names = [name for name, _ in parse_eval_spec(spec)]
@@ -293,6 +288,7 @@ def check(config: Any, problems: list[str] | None = None) -> None:
     problems += [f"{name}: {problem}" for name, problem in relation_problems(config, bad)]
     if problems:
         raise ConfigError(problems)
+
 
 def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
     """Checks that read other fields or the outside world; fields already reported are skipped."""
@@ -346,8 +342,6 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
                     where = f"{broken[0]}, and no earlier checkpoint is complete"
                 found.append(("resume", f"{where}; drop --resume to start a new run"))
     if "model" not in bad and config.model != "tiny":
-        from spiral_arena.agents import model_path_problem
-
         problem = model_path_problem(config.model)
         if problem is not None:
             found.append(("model", f"{problem} (or tiny, the embedded CPU model)"))

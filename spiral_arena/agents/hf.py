@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from spiral_arena.agents.model import ModelAgent
+from spiral_arena.analysis import kuhn_policy_from_scores
 from spiral_arena.models import loading
 from spiral_arena.models.checkpoints import read_settings
 from spiral_arena.models.prompting import stop_token_ids
@@ -49,8 +50,6 @@ class HFAgent(ModelAgent):
     def kuhn_policy(self) -> dict[str, float]:
         """Its single-hand Kuhn policy as it plays: answer log-probs at its own sampling temperature
         (greedy: the argmax policy), for exact exploitability."""
-        from spiral_arena.analysis import kuhn_policy_from_scores
-
         def score(observation: str, answers: list[str]) -> list[float]:
             return self.score_answers(observation, answers, self.temperature)
 

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Protocol
 
+from spiral_arena.agents import parse_spec
+from spiral_arena.agents.hf import HFAgent
 from spiral_arena.evals.data import DataError
+from spiral_arena.llm import PROVIDERS, APIError, ChatClient, resolve_endpoint, safe_url
 from spiral_arena.models.prompting import stop_token_ids
-from spiral_arena.models.vllm import request_seeds
+from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, request_seeds, shared_engine
 
 Advance = Callable[[int], None]
 
@@ -141,8 +144,6 @@ class HFBackend:
     accepts_raw = True
 
     def __init__(self, path: str, device: str | None = None, batch_size: int = 32) -> None:
-        from spiral_arena.agents.hf import HFAgent
-
         if batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
         agent = HFAgent(path, device=device)  # loading, LoRA merging and stop tokens as everywhere else
@@ -182,8 +183,6 @@ class VLLMBackend:
 
     def __init__(self, path: str, seed: int, max_model_len: int | None = None) -> None:
         from transformers import AutoTokenizer, GenerationConfig
-
-        from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, shared_engine
 
         import_vllm(f"vllm:{path}")  # checked here so the message names this command, not the trainer's flag
         try:
@@ -235,9 +234,6 @@ class APIBackend:
         max_retries: int = 4,
         api_key: str | None = None,
     ) -> None:
-        from spiral_arena.agents import parse_spec
-        from spiral_arena.llm import ChatClient, resolve_endpoint, safe_url
-
         if concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
         parsed = parse_spec(spec)
@@ -259,8 +255,6 @@ class APIBackend:
                 max_tokens=sampling.max_new_tokens,
             )
             return Generation(text, None, None)
-
-        from spiral_arena.llm import APIError
 
         out: list[Generation] = [Generation("", None, None, "not sent: an earlier request failed")] * len(requests)
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="eval-api") as pool:
@@ -304,9 +298,6 @@ MODEL_FORMS = "hf:PATH, vllm:PATH, or PROVIDER:MODEL[@URL] with PROVIDER one of 
 
 def model_kind(spec: str) -> str:
     """ "hf", "vllm" or "api" for a model spec, or a ValueError naming the valid forms."""
-    from spiral_arena.agents import parse_spec
-    from spiral_arena.llm import PROVIDERS
-
     try:
         kind = parse_spec(spec).kind
     except ValueError:

@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from spiral_arena.agents import redacted
 from spiral_arena.evals.data import file_sha256
 from spiral_arena.evals.generate import model_kind
 from spiral_arena.models.checkpoints import read_settings
@@ -40,8 +41,6 @@ def weights_identity(path: Path) -> dict[str, Any]:
 
 def model_identity(spec: str) -> dict[str, Any]:
     """The model as the manifest records it: local weights by hash (and training step), APIs by id."""
-    from spiral_arena.agents import redacted
-
     kind = model_kind(spec)
     if kind == "api":
         return {"spec": redacted(spec), "kind": "api"}

@@ -33,6 +33,8 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
+from spiral_arena.llm import APIError, ChatClient, resolve_endpoint
+
 # ---- the interface ---------------------------------------------------------------------------
 
 
@@ -682,9 +684,6 @@ class LLMJudge:
         top_k: int | None = None,
         concurrency: int = 32,
     ) -> None:
-        # Imported here: the games package carries no HTTP code until a judge is actually built.
-        from spiral_arena.llm import ChatClient, resolve_endpoint
-
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
         url, key = resolve_endpoint("openai", base_url, api_key, f"the LLM judge openai:{model}", "oracle_api_key")
@@ -734,8 +733,6 @@ class LLMJudge:
             list(pool.map(ask, todo))
 
     def _ask(self, secret: str, earlier: Sequence[str], question: str) -> Reply:
-        from spiral_arena.llm import APIError
-
         with self._lock:
             self.requests += 1
         try:
@@ -800,8 +797,6 @@ def shared_judge(
     """One judge per (model, endpoint, key, timeout, retries) in a process, so every game of a run shares
     its cache and a wave's questions from many envs go out as one concurrent batch. The key stays in
     memory only."""
-    from spiral_arena.llm import resolve_endpoint
-
     url, key = resolve_endpoint("openai", base_url, api_key, f"the LLM judge openai:{model}", "oracle_api_key")
     slot = (model, url, key, timeout, retries)
     if slot not in _JUDGES:

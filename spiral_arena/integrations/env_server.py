@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 import spiral_arena
 from spiral_arena.agents import APIError
 from spiral_arena.integrations.text_env import is_over, make_text_env
-from spiral_arena.registry import parse_env_id, spec
+from spiral_arena.registry import GameSpec
 from spiral_arena.serve import (
     LOOPBACK_NAMES,
     MAX_BODY_BYTES,
@@ -174,7 +174,7 @@ class Session:
         state = ArenaState(
             episode_id=self.episode_id,
             step_count=self.steps,
-            env_id=parse_env_id(self.env_id)[0],
+            env_id=GameSpec.parse(self.env_id).env_id,
             seat=env.env.possible_agents.index(env.learner),
             player=env.learner,
             opponent=public_label(self.opponent) if self.opponent is not None else None,
@@ -266,9 +266,10 @@ def create_env_app(
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     probe = make_text_env(env_id, seat=seat, opponent=opponent)  # refuses a bad id, seat or opponent now
     opponent = opponent if probe.opponent is not None else None
-    name = parse_env_id(env_id)[0]
+    game_spec = GameSpec.parse(env_id)
+    name = game_spec.env_id
     seats = len(probe.env.possible_agents)
-    game = spec(name).game
+    game = game_spec.registered.game
     against = f" against {public_label(opponent)}" if opponent is not None else ""
     metadata = {
         "name": f"spiral-arena {name}",
@@ -392,7 +393,7 @@ def env_serve(
 
     allowed = host_names(host, allow_hosts)
     app = create_env_app(env_id, seat, opponent, api_key=api_key, allowed_hosts=allowed, max_sessions=max_sessions)
-    label = f"{parse_env_id(env_id)[0]} (seat {seat})"
+    label = f"{GameSpec.parse(env_id).env_id} (seat {seat})"
     for message in startup_messages(host, port, label, api_key, allowed, path=""):
         print(message, file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="info", ws_max_size=MAX_BODY_BYTES)

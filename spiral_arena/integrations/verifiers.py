@@ -37,7 +37,7 @@ from spiral_arena.agents import Agent, make_agent, spec_problem
 from spiral_arena.core.env import SEED_LIMIT, TextGameEnv
 from spiral_arena.integrations.outcome import RECIPE_INVALID_OPPONENT_REWARD, game_summary, shaped_rewards
 from spiral_arena.play import agent_seed
-from spiral_arena.registry import canonical_env_id, env_id_problem, make
+from spiral_arena.registry import GameSpec, env_id_problem, make
 
 try:
     import verifiers.v1 as vf
@@ -77,11 +77,13 @@ def check_games(games: list[str], two_players: bool) -> list[str]:
         problem = env_id_problem(game)
         if problem is not None:
             raise ValueError(problem)
-        players = len(make(game).possible_agents)
+        players = GameSpec.parse(game).players
         if two_players and players != 2:
-            raise ValueError(f"{game} has {players} player(s); GameEnv plays two-player games (Twenty Questions: "
-                             "spiral_arena.integrations.verifiers_twenty_questions)")
-        checked.append(canonical_env_id(game))
+            raise ValueError(
+                f"{game} has {players} player(s); GameEnv plays two-player games (Twenty Questions: "
+                "spiral_arena.integrations.verifiers_twenty_questions)"
+            )
+        checked.append(GameSpec.parse(game).canonical)
     return checked
 
 

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 from spiral_arena.core.env import SEED_LIMIT
 from spiral_arena.integrations.outcome import game_summary
 from spiral_arena.integrations.verifiers import SEAT_AGENT, GameTask, check_games, play_seats, seeded_tasks
-from spiral_arena.registry import make, parse_env_id
+from spiral_arena.registry import GameSpec, make
 
 try:
     import verifiers.v1 as vf
@@ -42,7 +42,7 @@ class TwentyQuestionsTasksetConfig(vf.TasksetConfig):
     def _games_build(cls, games: list[str]) -> list[str]:
         checked = check_games(games, two_players=False)
         for game in checked:
-            if parse_env_id(game)[0] != "TwentyQuestions-v0":
+            if GameSpec.parse(game).env_id != "TwentyQuestions-v0":
                 raise ValueError(f"{game} is not Twenty Questions; two-player games go to spiral-arena-games")
         return checked
 
