@@ -43,11 +43,20 @@ def stored(db: Path) -> dict[tuple, str]:
     return {tuple(r[:4]): r[4] for r in rows}
 
 
+def as_from_a_terminal() -> None:
+    """In the child before it runs: Ctrl-C handled by default, as a shell's foreground command has it. A
+    test session started in the background (``cmd &`` in a script) ignores SIGINT, and a child would
+    inherit that and never see the Ctrl-C these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def start_run(db: Path, workers: int = 2) -> subprocess.Popen:
     """A run in its own process group (as a terminal would start it), once it has stored some games."""
     process = subprocess.Popen(
-        run_command(db, workers), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+        run_command(db, workers), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=as_from_a_terminal,
+    )  # fmt: skip
     deadline = time.monotonic() + 60
     while len(stored(db)) < 50:
         assert process.poll() is None, process.communicate()
@@ -139,8 +148,9 @@ def test_ctrl_c_while_the_workers_start_prints_no_traceback(tmp_path):
     SIGINT: workers now ignore it from their first instruction, so none dies and the run goes on."""
     db = tmp_path / "lb.sqlite"
     process = subprocess.Popen(
-        run_command(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+        run_command(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=as_from_a_terminal,
+    )  # fmt: skip
     deadline, seen = time.monotonic() + 60, set()
     while len(seen) < 2 or not all(ignores_sigint(pid) for pid in seen):
         assert process.poll() is None, process.communicate()
