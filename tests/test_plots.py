@@ -16,7 +16,7 @@ OPPONENTS = ("random", "expert")
 CONFIG = {"temperature": 1.0, "eval_temperature": 0.6, "eval_games": 50}
 ALL_PNGS = {
     "win_rates.png", "training_games.png", "exploitability.png", "invalid_rate.png", "response_length.png",
-    "loss.png", "logprob_gap.png", "reasoning.png", "summary.png",
+    "loss.png", "logprob_gap.png", "reasoning.png", "summary.png", "tactics.png",
 }  # fmt: skip
 
 
@@ -32,6 +32,8 @@ def eval_metrics(step: int) -> dict[str, float]:
     out["eval/kuhn_exploitability"] = 11 / 24 - 0.004 * step
     out["eval/kuhn_invalid_mass"] = 0.01
     out["eval/kuhn_p_bet/J"] = 0.3
+    out |= {"eval/ttt_takes_win": 0.44 + 0.003 * step, "eval/ttt_blocks": 0.32 + 0.002 * step}
+    out["eval/ttt_invalid_mass"] = 0.03
     out["reasoning/math500/accuracy"] = 0.2
     return out
 
@@ -184,3 +186,20 @@ def test_empty_metrics_write_nothing(tmp_path):
     assert plot_run(run) == [] and not list(run.glob("*.png"))
     sft_only = write_run(tmp_path / "sft", [{"step": 0, "sft/loss_first": 6.6, "sft/loss_last": 0.19}])
     assert [p.name for p in plot_run(sft_only)] == ["summary.png"]  # one panel saying there is nothing
+
+
+def test_tactics_are_drawn_over_their_chance_levels(figs):
+    """Each tactic's series at the evaluation steps, and a dashed line at uniform play's level in the
+    same colour; the summary page has the panel too."""
+    from spiral_arena.analysis.tictactoe import uniform_tactics
+
+    (ax,) = visible_axes(figs["tactics.png"])
+    lines = {line.get_label(): line for line in ax.lines}
+    takes, blocks = lines["takes an available win"], lines["blocks a single threat"]
+    assert list(takes.get_xdata()) == [0, 10, 20, 30]
+    assert list(takes.get_ydata()) == pytest.approx([0.44, 0.47, 0.50, 0.53])
+    assert list(blocks.get_ydata()) == pytest.approx([0.32, 0.34, 0.36, 0.38])
+    chance = uniform_tactics()
+    levels = {line.get_color(): line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == "--"}
+    assert levels == {takes.get_color(): chance["takes_win"], blocks.get_color(): chance["blocks"]}
+    assert any(a.get_title() == "TicTacToe tactics (probability)" for a in visible_axes(figs["summary.png"]))

@@ -88,7 +88,9 @@ def test_out_of_domain_games_are_evaluated_unless_turned_off(out_of_domain):
     from trainers.evaluate import evaluate as trainer_evaluate
 
     assert TrainConfig.build({"recipe": "tiny"}).eval_out_of_domain is False
-    config = TrainConfig.build({"eval_games": 1, "eval_opponents": "random", "eval_out_of_domain": out_of_domain})
+    config = TrainConfig.build(
+        {"eval_games": 1, "eval_opponents": "random", "eval_out_of_domain": out_of_domain, "eval_tactics": False}
+    )  # a stand-in engine, no model to read tactics off
     policy = Policy(EchoEngine(CharTokenizer(), lambda prompt: "\\boxed{[4]}"), CharTokenizer(), "bare")
     metrics = trainer_evaluate(torch.nn.Linear(1, 1), policy, config, [GameSpec.parse("TicTacToe-v0")])
     played = {key.split("/")[1] for key in metrics if key.endswith("/win")}

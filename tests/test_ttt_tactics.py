@@ -8,7 +8,7 @@ import math
 import pytest
 
 from spiral_arena.agents.experts.tictactoe import move_scores
-from spiral_arena.analysis.tictactoe import completing_cells, positions, tactics_from_scores
+from spiral_arena.analysis.tictactoe import completing_cells, positions, tactics_from_scores, uniform_tactics
 from spiral_arena.games.tictactoe import EMPTY, TicTacToe, TicTacToeState
 
 
@@ -91,5 +91,40 @@ def test_uniform_play_and_the_stride():
     assert every_8th["win_positions"] + every_8th["block_positions"] == pytest.approx(
         (full["win_positions"] + full["block_positions"]) / 8, rel=0.05
     )
+    assert uniform_tactics() == full  # the plots' chance levels
     with pytest.raises(ValueError, match="stride"):
         tactics_from_scores(uniform, stride=0)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_trainers_evaluation_logs_the_tactics_of_its_policy(tmp_path, on):
+    """With eval_tactics (the tiny recipe's setting) an evaluation of a run that trains TicTacToe logs the
+    read-out of its own policy at the evaluation temperature, equal to reading it directly; off, none."""
+    pytest.importorskip("torch")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from spiral_arena.models.hf import HFEngine
+    from spiral_arena.models.policy import Policy
+    from spiral_arena.models.scoring import answer_scorer
+    from trainers.config import TrainConfig
+    from trainers.evaluate import evaluate
+    from trainers.rollout import parse_mixture
+    from trainers.tiny import create_tiny
+
+    path = create_tiny(tmp_path / "model", ["TicTacToe-v0"], seed=1)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    stops = [tokenizer.eos_token_id]
+    policy = Policy(HFEngine(model, stops, tokenizer.pad_token_id), tokenizer, "bare", stops)
+    assert TrainConfig.build({"recipe": "tiny"}).eval_tactics is True
+    config = TrainConfig.build({"recipe": "tiny", "games": "TicTacToe-v0", "eval_tactics": on})
+    scores = evaluate(model, policy, config, parse_mixture(config.games, "")[0], play=False)
+    if not on:
+        assert not any(key.startswith("eval/ttt_") for key in scores)
+        return
+    direct = tactics_from_scores(answer_scorer(model, policy, config.eval_temperature), config.obs_format)
+    assert scores["eval/ttt_takes_win"] == pytest.approx(direct["takes_win"], abs=1e-9)
+    assert scores["eval/ttt_blocks"] == pytest.approx(direct["blocks"], abs=1e-9)
+    assert scores["eval/ttt_invalid_mass"] == pytest.approx(direct["invalid_mass"], abs=1e-9)
+    greedy = tactics_from_scores(answer_scorer(model, policy, 0.0), config.obs_format)
+    assert greedy["takes_win"] != pytest.approx(direct["takes_win"], abs=1e-6)  # the temperature is the run's

@@ -216,6 +216,11 @@ class TrainConfig:
     Deception) to the training games. The tiny recipe turns it off: its tokenizer and warm start know
     only Kuhn and TicTacToe text; a warm-started tiny model answered Snake, Pig Dice and Liar's Dice
     100% invalid (Truth and Deception 50%), and playing them took ~80% of each evaluation."""
+    eval_tactics: bool = False
+    """When TicTacToe is trained, read at each evaluation how often the policy takes an available win and
+    blocks a single threat (eval/ttt_takes_win, eval/ttt_blocks: exact probabilities at eval_temperature
+    over the 3,334 positions where one applies), so a run shows whether it learns to read the board. One
+    scored prompt per position: seconds for the tiny model (on in its recipe), minutes for a large one."""
     eval_samples_per_secret: int = 8
     """Twenty Questions evaluation: every secret of the word list played this many times (Mean@k and
     Pass@k with k = this); 0 = eval_games games on random secrets instead."""

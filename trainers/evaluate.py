@@ -17,6 +17,7 @@ import numpy as np
 from spiral_arena import list_envs
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
+from spiral_arena.analysis.tictactoe import tactics_from_scores
 from spiral_arena.evals.metrics import benchmark_metrics
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.scoring import answer_scorer
@@ -226,6 +227,14 @@ def kuhn_metrics(model, policy: Policy, obs_format: str = "", temperature: float
     return out
 
 
+def tictactoe_metrics(model, policy: Policy, obs_format: str = "", temperature: float = 1.0) -> dict[str, float]:
+    """Whether the policy reads the board: the probability that it takes an available win, and that it
+    blocks the opponent's single threat, exactly over every position where one applies, sampled as the
+    evaluation samples (``temperature``); plus the probability mass it puts on invalid answers there."""
+    tactics = tactics_from_scores(answer_scorer(model, policy, temperature), obs_format)
+    return {f"eval/ttt_{name}": tactics[name] for name in ("takes_win", "blocks", "invalid_mass")}
+
+
 # The tiny recipe's targets, as the README states them: (metric, at most or at least, threshold, name).
 TARGETS = (
     ("kuhn_exploitability", "max", 0.20, "Kuhn single-hand exploitability <= 0.20"),
@@ -331,7 +340,7 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
 def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = True) -> dict[str, float]:
     """Fixed-seed matches on the training games, plus the out-of-domain ones unless
     ``eval_out_of_domain`` is off (or on ``eval_env_ids``; skipped when not ``play``), and Kuhn
-    exploitability when Kuhn is trained."""
+    exploitability when Kuhn is trained, and TicTacToe tactics when TicTacToe is and ``eval_tactics`` is on."""
     # the out-of-domain games are two-player games; a single-player run evaluates on its own games
     games = specs
     if config.algo == "rae" or config.eval_env_ids:
@@ -358,6 +367,8 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
     if kuhn_rounds:  # read on single hands whatever the run trains on; the rounds trained are logged beside it
         metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
         metrics["eval/kuhn_trained_rounds"] = max(kuhn_rounds)
+    if config.eval_tactics and any(s.env_id == "TicTacToe-v0" for s in specs):
+        metrics.update(tictactoe_metrics(model, policy, config.obs_format, config.eval_temperature))
     model.train()
     return metrics
 

@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from spiral_arena.analysis.tictactoe import uniform_tactics
 from trainers.evaluate import match_key, match_table
 
 Row = dict[str, Any]
@@ -232,6 +233,21 @@ def _rounds(rows: list[Row]) -> str:
     return "" if rounds == 1 else f"\n(read on single hands; the run plays {rounds}-round Kuhn)"
 
 
+TACTICS = (("takes_win", "takes an available win", "tab:green"), ("blocks", "blocks a single threat", "tab:blue"))
+
+
+def _draw_tactics(ax: Axes, rows: list[Row], legend: str = "small") -> None:
+    """The probability of each TicTacToe tactic, above its chance level (uniform play over the legal
+    cells, dashed in the same colour): how far the policy reads the board."""
+    chance = uniform_tactics()
+    for index, (key, label, colour) in enumerate(TACTICS):
+        _plot(ax, *_series(rows, _key(f"eval/ttt_{key}")), label, index, color=colour, linewidth=2)
+        ax.axhline(chance[key], color=colour, linewidth=0.9, linestyle=(0, (6, 3)), alpha=0.6,
+                   label=f"uniform play ({chance[key]:.2f})")  # fmt: skip
+    _rate_axis(ax)
+    ax.legend(fontsize=legend, loc="lower right", framealpha=0.85)
+
+
 def _draw_exploitability(ax: Axes, rows: list[Row], legend: str = "small") -> None:
     """Exploitability against its landmarks (reference lines, named on the line itself as well as in
     the legend), and the probability mass the policy puts on invalid answers (dotted)."""
@@ -286,6 +302,11 @@ def figures(rows: list[Row], config: dict[str, Any]) -> dict[str, Figure]:
         _draw_exploitability(ax, rows)
         _decorate(ax, "", "chips per hand", legend=None)
         out["exploitability.png"] = fig
+    if "eval/ttt_takes_win" in has:
+        fig, ax = _single("TicTacToe tactics at the evaluation temperature: does the policy read the board?")
+        _draw_tactics(ax, rows)
+        _decorate(ax, "", "probability", legend=None)
+        out["tactics.png"] = fig
     if train_games or evals:
         out["invalid_rate.png"] = _invalid_rates(rows, config, train_games, evals)
     if "response_tokens_mean" in has:
@@ -363,6 +384,8 @@ def _summary(
     if "eval/kuhn_exploitability" in has:
         title = f"Kuhn single-hand exploitability (chips/hand){_rounds(rows)}"
         panels.append((title, lambda ax: _draw_exploitability(ax, rows, "x-small")))
+    if "eval/ttt_takes_win" in has:
+        panels.append(("TicTacToe tactics (probability)", lambda ax: _draw_tactics(ax, rows, "x-small")))
     training = f"self-play{_temperature(config, 'temperature', ', T=')}"
     if train_games:
         game_colours = _colours(train_games)

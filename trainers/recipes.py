@@ -37,6 +37,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "eval_every": 30,
         "eval_games": 200,
         "eval_out_of_domain": False,
+        "eval_tactics": True,
         "eval_temperature": 0.6,
         "save_every": 30,
         "bf16": False,

@@ -8,7 +8,7 @@ mass on invalid answers and is reported separately, never silently folded into a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from spiral_arena.analysis.kuhn import KUHN_INFO_STATES
 from spiral_arena.registry import make
@@ -18,6 +18,13 @@ _ANSWERS = {"": ("[bet]", "[check]"), "p": ("[bet]", "[check]"), "b": ("[call]",
 
 ScoreFn = Callable[[str, list[str]], list[float]]
 """(observation, candidate answers) -> natural log-probability of each whole answer."""
+
+
+def score_all(score: ScoreFn, items: Sequence[tuple[str, list[str]]]) -> list[list[float]]:
+    """Each (observation, answers) item's scores; in batches across observations where the scorer offers
+    it (``many``, as ``models.scoring.AnswerScorer`` does), else one observation at a time."""
+    many = getattr(score, "many", None)
+    return many(items) if many is not None else [score(observation, answers) for observation, answers in items]
 
 
 def answer_text(action: str) -> str:

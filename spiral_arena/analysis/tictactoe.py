@@ -11,8 +11,9 @@ left is mass on invalid answers, reported on its own.
 from __future__ import annotations
 
 import math
+from functools import cache
 
-from spiral_arena.analysis.read_policy import ScoreFn, answer_text
+from spiral_arena.analysis.read_policy import ScoreFn, answer_text, score_all
 from spiral_arena.games.tictactoe import EMPTY, LINES, TicTacToeState
 from spiral_arena.registry import make
 
@@ -57,7 +58,7 @@ def tactics_from_scores(score: ScoreFn, obs_format: str = "", stride: int = 1) -
     if stride < 1:
         raise ValueError(f"stride must be a positive integer, got {stride!r}")
     env = make("TicTacToe-v0", **({"obs_format": obs_format} if obs_format else {}))
-    takes, blocks, invalid = [], [], []
+    cases, items = [], []  # (legal cells, wanted cells, a win?) and (observation, answers), per position
     for moves in positions()[::stride]:
         env.reset(seed=0)
         for cell in moves:
@@ -68,12 +69,14 @@ def tactics_from_scores(score: ScoreFn, obs_format: str = "", stride: int = 1) -
         if not wins and len(threats) != 1:
             continue
         legal = state.legal_actions()
-        observation = env.observe(env.agent_selection)
-        probs = [math.exp(x) for x in score(observation, [answer_text(f"[{c}]") for c in legal])]
+        cases.append((legal, wins or threats, bool(wins)))
+        items.append((env.observe(env.agent_selection), [answer_text(f"[{c}]") for c in legal]))
+    takes, blocks, invalid = [], [], []
+    for (legal, wanted, win), scores in zip(cases, score_all(score, items), strict=True):
+        probs = [math.exp(x) for x in scores]
         total = sum(probs)
-        wanted = wins or threats
         share = sum(p for c, p in zip(legal, probs, strict=True) if c in wanted) / total if total > 0 else 0.0
-        (takes if wins else blocks).append(share)
+        (takes if win else blocks).append(share)
         invalid.append(max(0.0, 1.0 - total))
     return {
         "takes_win": sum(takes) / max(1, len(takes)),
@@ -82,3 +85,9 @@ def tactics_from_scores(score: ScoreFn, obs_format: str = "", stride: int = 1) -
         "win_positions": float(len(takes)),
         "block_positions": float(len(blocks)),
     }
+
+
+@cache
+def uniform_tactics() -> dict[str, float]:
+    """The read-out of uniform play over the legal cells: each number's chance level."""
+    return tactics_from_scores(lambda observation, answers: [-math.log(len(answers))] * len(answers))

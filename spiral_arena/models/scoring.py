@@ -4,7 +4,7 @@ tactics and ``hf:`` agents' stated policies are all read this way."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 
 import torch
 
@@ -14,19 +14,42 @@ from spiral_arena.models.policy import Policy
 GREEDY_TEMPERATURE = 1e-3  # temperature 0 (greedy) is read as this: the greedy path gets all the mass
 
 
-def answer_scorer(model, policy: Policy, temperature: float = 1.0) -> Callable[[str, list[str]], list[float]]:
+class AnswerScorer:
     """(observation, answers) -> log-prob of each whole answer (plus end of turn) under ``model``, prompted
     by ``policy``, sampled at ``temperature`` (each token's logits divided by it, as the engines sample;
-    0 = greedy). The answers of one observation go through the model in one batch."""
-    tokenizer, device = policy.tokenizer, next(model.parameters()).device
-    temperature = temperature if temperature > 0 else GREEDY_TEMPERATURE
+    0 = greedy). ``many`` scores many observations' answers together, ``rows`` answers per forward pass:
+    a read-out over thousands of positions then costs tens of passes, not thousands."""
+
+    def __init__(self, model, policy: Policy, temperature: float = 1.0, rows: int = 256) -> None:
+        self.model, self.policy, self.rows = model, policy, rows
+        self.temperature = temperature if temperature > 0 else GREEDY_TEMPERATURE
+        self.device = next(model.parameters()).device
+
+    def __call__(self, observation: str, answers: list[str]) -> list[float]:
+        return self.many([(observation, answers)])[0]
 
     @torch.no_grad()
-    def score(observation: str, answers: list[str]) -> list[float]:
-        prompt = policy.prompt_ids(observation)
-        targets = [tokenizer(a, add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for a in answers]
-        ids, attention, positions, mask = pack([prompt] * len(answers), targets, tokenizer.pad_token_id, device)
-        logp, m = response_logprobs(model, ids, attention, positions, mask, temperature)
-        return (logp * m).sum(dim=1).tolist()
+    def many(self, items: Sequence[tuple[str, list[str]]]) -> list[list[float]]:
+        tokenizer, end = self.policy.tokenizer, self.policy.end_of_turn
+        rows = []
+        for observation, answers in items:
+            prompt = self.policy.prompt_ids(observation)
+            rows += [(prompt, tokenizer(a, add_special_tokens=False)["input_ids"] + [end]) for a in answers]
+        scores: list[float] = []
+        for start in range(0, len(rows), self.rows):
+            chunk = rows[start : start + self.rows]
+            ids, attention, positions, mask = pack(
+                [p for p, _ in chunk], [t for _, t in chunk], tokenizer.pad_token_id, self.device
+            )
+            logp, m = response_logprobs(self.model, ids, attention, positions, mask, self.temperature)
+            scores += (logp * m).sum(dim=1).tolist()
+        out, at = [], 0
+        for _, answers in items:
+            out.append(scores[at : at + len(answers)])
+            at += len(answers)
+        return out
 
-    return score
+
+def answer_scorer(model, policy: Policy, temperature: float = 1.0) -> AnswerScorer:
+    """The answer scorer of ``model`` as ``policy`` prompts it, at ``temperature`` (see ``AnswerScorer``)."""
+    return AnswerScorer(model, policy, temperature)
