@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from spiral_arena.agents.model import ModelAgent
 from spiral_arena.models.checkpoints import read_settings
-from spiral_arena.models.prompting import stop_token_ids
 
 
 class VLLMAgent(ModelAgent):
@@ -26,21 +25,10 @@ class VLLMAgent(ModelAgent):
         kv_cache_gib: float = 0.0,
         enforce_eager: bool = False,
     ) -> None:
-        from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, shared_engine
+        from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, serve_checkpoint
 
-        import_vllm(f"vllm:{path}")
-        from transformers import AutoTokenizer, GenerationConfig
-
+        import_vllm(f"vllm:{path}")  # before default_dtype reads vLLM's platform
         self.spec = f"vllm:{path}"
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-        except OSError as error:
-            raise ValueError(f"vllm:{path} is not a transformers model directory: {error}") from error
-        try:
-            generation_config = GenerationConfig.from_pretrained(path)
-        except OSError:
-            generation_config = None
-        stop_ids = stop_token_ids(tokenizer, generation_config)
         settings = VLLMSettings(
             dtype=default_dtype(),
             max_model_len=max_model_len,
@@ -49,7 +37,7 @@ class VLLMAgent(ModelAgent):
             enforce_eager=enforce_eager,
         )
         self.path = path
-        engine = shared_engine(path, settings, stop_ids)
+        tokenizer, stop_ids, engine = serve_checkpoint(path, settings)
         self._setup(engine, tokenizer, stop_ids, read_settings(path), temperature, top_p, max_new_tokens, seed)
 
     def kuhn_policy(self) -> dict[str, float]:

@@ -26,8 +26,7 @@ from spiral_arena.agents import parse_spec
 from spiral_arena.agents.hf import HFAgent
 from spiral_arena.evals.data import DataError
 from spiral_arena.llm import PROVIDERS, APIError, ChatClient, resolve_endpoint, safe_url
-from spiral_arena.models.prompting import stop_token_ids
-from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, request_seeds, shared_engine
+from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, request_seeds, serve_checkpoint
 
 Advance = Callable[[int], None]
 
@@ -182,20 +181,12 @@ class VLLMBackend:
     CHUNK = 512  # prompts per engine call, so the progress bar moves
 
     def __init__(self, path: str, seed: int, max_model_len: int | None = None) -> None:
-        from transformers import AutoTokenizer, GenerationConfig
-
         import_vllm(f"vllm:{path}")  # checked here so the message names this command, not the trainer's flag
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-        except OSError as error:
-            raise DataError(f"vllm:{path} is not a transformers model directory: {error}") from None
-        try:
-            generation_config = GenerationConfig.from_pretrained(path)
-        except OSError:
-            generation_config = None
-        self.stop_ids = stop_token_ids(self.tokenizer, generation_config)
         self.settings = VLLMSettings(dtype=default_dtype(), seed=seed, max_model_len=max_model_len or 0)
-        self.engine = shared_engine(path, self.settings, self.stop_ids)
+        try:
+            self.tokenizer, self.stop_ids, self.engine = serve_checkpoint(path, self.settings)
+        except ValueError as error:  # not a model directory: the eval's own error class, same sentence
+            raise DataError(str(error)) from None
         self.max_model_len = self.engine.max_model_len
 
     def generate(

