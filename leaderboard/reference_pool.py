@@ -131,11 +131,7 @@ def stored_problems(db: str | Path, entrants: Sequence[Entrant]) -> list[str]:
     path = Path(db)
     if not path.is_file() or not path.stat().st_size:  # a run makes it
         return []
-    conn = store.open_readonly(path)
-    try:
-        specs = store.stored_specs(conn, [e.label for e in entrants])
-    finally:
-        conn.close()
+    specs = store.read_specs(path, [e.label for e in entrants])
     return [
         f"{db} stores {e.label!r} as {', '.join(sorted(other))}, not {e.stored_spec}: a label names one agent; "
         "give this one another name or use another --db"

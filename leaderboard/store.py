@@ -198,11 +198,57 @@ def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
 def open_readonly(path: str | Path) -> sqlite3.Connection:
     """Open an existing database for reading only (``leaderboard show``): results one may not write (a
     read-only file or directory, a shared copy) must still show, and the file stays byte for byte as it
-    was. SQLite's ``mode=ro`` reads a WAL database through its -shm and -wal side files, making them
-    where the directory allows, as any reader does (the next writer to close removes them); where it
-    cannot, in a read-only directory, the file is opened ``immutable``, which is right only while no WAL
-    holds commits the file lacks, so a non-empty -wal there is refused. An older schema is migrated in
-    a copy in memory (the whole file is read in; ``leaderboard run`` migrates the file itself)."""
+    was."""
+    conn = _open_current(path)
+    if conn is None:
+        raise ValueError(f"{path} is not a leaderboard database (no schema version: no leaderboard run made it)")
+    return conn
+
+
+def read_specs(path: str | Path, labels: Sequence[str]) -> dict[str, set[str]]:
+    """``stored_specs`` of the database at ``path``, read without writing anything. A file with no schema
+    version stores no agent yet: another ``leaderboard run`` may be making it this moment (it migrates
+    under a write lock that this run's own ``connect`` then waits on)."""
+    conn = _open_current(path)
+    if conn is None:
+        return {}
+    try:
+        return stored_specs(conn, labels)
+    except sqlite3.DatabaseError as error:
+        raise ValueError(f"cannot read the leaderboard database {path}: {error}") from error
+    finally:
+        conn.close()
+
+
+def _open_current(path: str | Path) -> sqlite3.Connection | None:
+    """A read-only connection to the database at ``path`` at the current schema, or None for a file with
+    no schema version. An older schema is migrated in a copy in memory (the whole file is read in;
+    ``leaderboard run`` migrates the file itself)."""
+    conn, version = _open_reading(path)
+    try:
+        if version == 0:
+            conn.close()
+            return None
+        if version < SCHEMA_VERSION:
+            copy = sqlite3.connect(":memory:", isolation_level=None)
+            conn.backup(copy)
+            conn.close()
+            conn = copy
+            migrate(conn)
+        return conn
+    except BaseException as error:
+        conn.close()
+        if isinstance(error, sqlite3.DatabaseError):
+            raise ValueError(f"cannot read the leaderboard database {path}: {error}") from error
+        raise
+
+
+def _open_reading(path: str | Path) -> tuple[sqlite3.Connection, int]:
+    """A read-only connection to the existing database at ``path`` and its schema version. SQLite's
+    ``mode=ro`` reads a WAL database through its -shm and -wal side files, making them where the directory
+    allows, as any reader does (the next writer to close removes them); where it cannot, in a read-only
+    directory, the file is opened ``immutable``, which is right only while no WAL holds commits the file
+    lacks, so a non-empty -wal there is refused. A schema newer than this code's is refused."""
     path = _database_file(path, must_exist=True)
     conn: sqlite3.Connection | None = None
     try:
@@ -219,15 +265,7 @@ def open_readonly(path: str | Path) -> sqlite3.Connection:
                 ) from None
             conn, version = _read(path, immutable=True)
         _check_not_newer(version)
-        if version == 0:
-            raise ValueError(f"{path} is not a leaderboard database (no schema version: no leaderboard run made it)")
-        if version < SCHEMA_VERSION:
-            copy = sqlite3.connect(":memory:", isolation_level=None)
-            conn.backup(copy)
-            conn.close()
-            conn = copy
-            migrate(conn)
-        return conn
+        return conn, version
     except BaseException as error:
         if conn is not None:
             conn.close()

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard.reference_pool import load_pool
+from leaderboard import store
+from leaderboard.entrants import parse_entrants
+from leaderboard.reference_pool import load_pool, stored_problems
 from spiral_arena.cli import main as cli_main
 
 POOL = """\
@@ -242,6 +244,21 @@ def test_a_plain_run_refuses_a_label_stored_for_another_agent_naming_both_specs(
     assert err.count("\n") == 1 and hashlib.sha256(db.read_bytes()).hexdigest() == digest
     assert cli_main([*plain, "--agents", "random,foo=expert,bar=expert#alpha=0.2"]) == 0  # the same agents again
     assert "0 played" not in capsys.readouterr().out
+
+
+def test_a_database_another_run_is_still_making_holds_no_labels_yet(tmp_path, capsys):
+    """Two runs started together on a new --db: the second found the first's file made but not yet migrated
+    (schema version 0) and refused it as "not a leaderboard database" (CI, stop 32). It stores nothing yet:
+    the run goes on and its own connect waits for the first's migration."""
+    db = tmp_path / "lb.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")  # what the first run's connect has done before it migrates
+    conn.close()
+    assert db.stat().st_size > 0
+    assert stored_problems(db, parse_entrants("random,foo=expert")) == []
+    plain = ["leaderboard", "run", "--games", "TicTacToe-v0", "--games-per-pair", "2", "--db", str(db), "--no-progress"]
+    assert cli_main([*plain, "--agents", "random,foo=expert"]) == 0, capsys.readouterr().err
+    assert store.read_specs(db, ["foo", "random", "bar"]) == {"foo": {"expert"}, "random": {"random"}}
 
 
 @pytest.mark.parametrize(
