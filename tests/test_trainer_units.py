@@ -369,6 +369,9 @@ def test_policy_tokenises_a_prompt_once_and_gives_the_tokenizers_ids(monkeypatch
         assert fresh._known_tokens <= sum(len(ids) for ids in expected)
     assert len(fresh._known_prompts) == len(set(observations))  # one batch past the limit, then cleared
     assert fresh.prompt_ids_batch(observations[:1]) == expected[:1]
+    mixed = Policy(EchoEngine(tokenizer, str), tokenizer)  # a batch of known and new prompts past the limit:
+    assert mixed.prompt_ids_batch(observations[:1]) == expected[:1]  # the known one was cleared with the rest
+    assert mixed.prompt_ids_batch(observations) == expected  # and read as a KeyError (a 20 Questions run)
 
 
 # ---- resuming from damaged checkpoints (issue 27) ------------------------------------------------

@@ -65,10 +65,13 @@ class Policy:
         new = list(dict.fromkeys(t for t in texts if t not in known))
         if new:
             encoded = [array("i", ids) for ids in self.tokenizer(new, add_special_tokens=False)["input_ids"]]
-            self._known_tokens += sum(len(ids) for ids in encoded)
-            if self._known_tokens > PROMPT_CACHE_TOKENS:  # start over rather than grow without bound
+            if self._known_tokens + sum(len(ids) for ids in encoded) > PROMPT_CACHE_TOKENS:
+                # start over rather than grow without bound, keeping what this batch reads
+                kept = {t: known[t] for t in dict.fromkeys(texts) if t in known}
                 known.clear()
-                self._known_tokens = sum(len(ids) for ids in encoded)
+                known.update(kept)
+                self._known_tokens = sum(len(ids) for ids in kept.values())
+            self._known_tokens += sum(len(ids) for ids in encoded)
             known.update(zip(new, encoded, strict=True))
         return [known[t].tolist() for t in texts]
 
