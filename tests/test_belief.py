@@ -94,3 +94,23 @@ def test_rejects_bad_input(model, policy: Policy):
         log_beliefs(model, policy, ["a"], [""])
     with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
         log_beliefs(model, policy, ["a"], ["cat"], batch_size=0)
+
+
+def test_the_named_probe_scores_the_article_and_the_secret_after_the_boxed_question(model, policy: Policy):
+    """probe="named" reads the belief off the reply a questioner trained on our games gives: the prefix
+    ``\\boxed{Is it``, then the article and the secret, both scored (a/an differ by noun)."""
+    tokenizer = policy.tokenizer
+    prompt = policy.prompt_ids(HISTORIES[2])
+    for secret, scored_text in (("owl", " an owl"), ("table", " a table")):
+        prefix = tokenizer("\\boxed{Is it", add_special_tokens=False)["input_ids"]
+        scored = tokenizer(scored_text, add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([prompt + prefix + scored])
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
+        first = len(prompt) + len(prefix)
+        expected = sum(float(logprobs[first + k - 1, token]) for k, token in enumerate(scored))
+        (got,) = log_beliefs(model, policy, [HISTORIES[2]], [secret], probe="named")
+        assert got == pytest.approx(expected, abs=1e-5)
+        assert got != pytest.approx(log_beliefs(model, policy, [HISTORIES[2]], [secret])[0], abs=1e-3)
+    with pytest.raises(ValueError, match="probe must be one of quoted, named, got 'boxed'"):
+        log_beliefs(model, policy, ["a"], ["cat"], probe="boxed")

@@ -20,6 +20,7 @@ from trainers.belief import log_beliefs  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.groups import group_advantages  # noqa: E402
 from trainers.loop import train  # noqa: E402
+from trainers.recipes import CLOSED_WORLD  # noqa: E402
 from trainers.rollout import parse_mixture  # noqa: E402
 from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages  # noqa: E402
 
@@ -166,10 +167,11 @@ def test_delta_belief_reads_belief_before_each_turn_and_after_the_last(tiny_poli
     expected_rewards, gains = [], []
     for game in (won, lost):  # belief b_0 on the first prompt, b_t before turn t + 1, b_T after the last answer
         histories = [t.prompt for t in game.turns] + [game.final_observation]
-        beliefs = log_beliefs(model, policy, histories, ["dog"] * len(histories))
+        beliefs = log_beliefs(model, policy, histories, ["dog"] * len(histories), probe="named")  # the tiny recipe's
         gains += [later - earlier for earlier, later in zip(beliefs[:-1], beliefs[1:], strict=True)]
         end = game.shaped[0] - sum(game.penalties)
         expected_rewards.append(delta_belief_rewards(beliefs, game.penalties, end, game.won, lam=0.5))
+    assert config.belief_probe == "named"
     expected = turnwise_advantages(expected_rewards, ["g", "g"], 4, mode="active")
     got = [[t.advantage for t in g.turns] for g in (won, lost)]
     assert [len(a) for a in got] == [4, 3]
@@ -211,7 +213,7 @@ def test_delta_belief_advantages_and_statistics_in_groups_of_three(tiny_policy):
     model, policy = tiny_policy
     results = three_games("dog") + three_games("cat")
     keys = ["dog"] * 3 + ["cat"] * 3
-    config = TrainConfig.build({"algo": "delta-belief", "belief_coef": 0.5})
+    config = TrainConfig.build({"algo": "delta-belief", "belief_coef": 0.5, "belief_probe": "quoted"})  # upstream's
     assert config.turn_norm == "padded"
     stats = group_advantages(results, keys, config, model, policy)
 
@@ -264,26 +266,28 @@ def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
     settings = {**SMALL, **longer_budget, "algo": algo, "output_dir": str(out), "eval_at_start": False}
     train(TrainConfig.build(settings), progress=False)
     config = json.loads((out / "config.json").read_text())
-    assert config["games"] == "TwentyQuestions-v0:recap=true;words=builtin_train"
+    assert config["games"] == config["eval_env_ids"] == CLOSED_WORLD
+    assert CLOSED_WORLD == "TwentyQuestions-v0:recap=true;world=32;max_questions=7;candidates=true"
     assert config["clip_high"] == 0.28 and config["dual_clip"] == 3.0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
     for row in rows[1:]:
         assert row["samples"] >= 8 and row["advantage_s"] >= 0
-        assert "train/TwentyQuestions-v0:recap=true;words=builtin_train/success" in row
+        assert f"train/{CLOSED_WORLD}/success" in row
         assert ("belief/gain_mean" in row) == (algo == "delta-belief")
-    # trained on the training nouns, evaluated on the held-out ones, never on two-player games
-    assert "eval/TwentyQuestions-v0:recap=true;words=builtin_test/pass_at_1" in rows[-1]
-    longer = "eval/TwentyQuestions-v0:recap=true;words=builtin_test;max_questions=50"
+    # evaluated on every secret of the world it trains in, never on two-player games
+    assert f"eval/{CLOSED_WORLD}/pass_at_1" in rows[-1]
+    assert 1 <= rows[-1][f"eval/{CLOSED_WORLD}/questions_mean"] <= 7
+    longer = "eval/TwentyQuestions-v0:recap=true;world=32;candidates=true;max_questions=50"
     if longer_budget:
-        assert 0 <= rows[-1][f"{longer}/mean_at_1"] <= 1 and 20 < rows[-1][f"{longer}/questions_mean"] <= 50
+        assert 0 <= rows[-1][f"{longer}/mean_at_1"] <= 1 and 7 < rows[-1][f"{longer}/questions_mean"] <= 50
     else:
         assert f"{longer}/mean_at_1" not in rows[-1]
     for rate in ("invalid_rate", "repeated_rate"):
-        assert 0 <= rows[-1][f"eval/TwentyQuestions-v0:recap=true;words=builtin_test/{rate}"] <= 1
+        assert 0 <= rows[-1][f"eval/{CLOSED_WORLD}/{rate}"] <= 1
     assert not any("Snake" in k for k in rows[-1])
     transcripts = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
-    assert {t["game"] for t in transcripts} == {"TwentyQuestions-v0:recap=true;words=builtin_train"}
+    assert {t["game"] for t in transcripts} == {CLOSED_WORLD}
     assert all("Questions left" in t["prompt"] and "You are the questioner" not in t["prompt"] for t in transcripts)
     assert (out / "checkpoints" / "step_000002" / "spiral_arena.json").exists()
     assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"
@@ -390,13 +394,34 @@ def test_the_warm_start_plays_about_one_game_per_ten_samples():
     assert sizes == [50, 50, 640, 2000, 2000]
 
 
-def test_a_bare_twenty_questions_game_keeps_its_history_in_the_tiny_recipe():
-    """--games TwentyQuestions-v0 (no recap) with the tiny recipe: the one-message prompts would show
-    only the last answer, so the game's own full transcript is used; recap=true keeps the short form."""
-    bare = TrainConfig.build({"algo": "delta-belief", "games": "TwentyQuestions-v0"})
-    assert bare.obs_format == "" and bare.games == "TwentyQuestions-v0"
+def test_a_bare_twenty_questions_game_gets_the_recap_the_tiny_recipe_reads(caplog):
+    """Issue 26: --games TwentyQuestions-v0 (no recap) with the tiny recipe used the full transcript, whose
+    warm start alone took more than 20 minutes here. The recipe adds recap=true and says so; recap=false,
+    asked for, keeps the whole transcript (one message would show only the last answer)."""
+    with caplog.at_level("WARNING", logger="trainers.config"):
+        games = "TwentyQuestions-v0:max_questions=5,TwentyQuestions-v0"
+        bare = TrainConfig.build({"algo": "delta-belief", "games": games})
+    assert bare.obs_format == "last"
+    assert bare.games == "TwentyQuestions-v0:max_questions=5;recap=true,TwentyQuestions-v0:recap=true"
+    assert "games gets recap=true: TwentyQuestions-v0:max_questions=5;recap=true" in caplog.text
+    asked = TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0:recap=false"})
+    assert asked.obs_format == "" and asked.games == "TwentyQuestions-v0:recap=false"
     recap = TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0:recap=true;max_questions=10"})
-    assert recap.obs_format == "last"
-    chosen = TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0", "obs_format": "last"})
-    assert chosen.obs_format == "last"  # what the user asks for stands
+    assert recap.obs_format == "last" and recap.games == "TwentyQuestions-v0:recap=true;max_questions=10"
+    chosen = TrainConfig.build({"algo": "starpo", "games": "TwentyQuestions-v0", "obs_format": "full"})
+    assert chosen.obs_format == "full" and chosen.games == "TwentyQuestions-v0"  # what the user asks for stands
     assert TrainConfig.build({"algo": "starpo"}).obs_format == "last"  # the recipe's own games have recap
+
+
+def test_the_time_limit_covers_the_warm_start(tmp_path, capsys):
+    """Issue 26: --time-limit-s did not stop a long warm start. It now counts from the start of the run:
+    SFT stops early, one RL step follows, and the run ends with its evaluation and checkpoint."""
+    out = tmp_path / "run"
+    settings = {**SMALL, "algo": "starpo", "output_dir": str(out), "eval_at_start": False, "plots": False}
+    train(TrainConfig.build({**settings, "sft_steps": 100_000, "steps": 50, "time_limit_s": 3}), progress=False)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert 1 <= rows[0]["sft/steps"] < 100_000
+    assert [r["step"] for r in rows] == [0, 1] and rows[1]["stopped_by_time_limit"] == 1.0
+    assert f"eval/{CLOSED_WORLD}/mean_at_1" in rows[1] and (out / "checkpoints" / "step_000001").is_dir()
+    err = capsys.readouterr().err
+    assert "the warm start stopped at SFT step" in err and "STOPPED EARLY by time_limit_s=3 at step 1 of 50" in err

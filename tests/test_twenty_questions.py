@@ -3,6 +3,7 @@ binary-search questioner over the table oracle, and the word-list download/cache
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import threading
@@ -10,6 +11,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import SHARED_DATA
 
@@ -249,6 +251,8 @@ def test_view_lists_questions_answers_and_what_is_left():
         "max_questions": 20,
         "last_turn": None,
         "unmapped_questions": 0,
+        "world": None,
+        "candidates": None,
     }
     play(env, ["Is it an animal?", "Is it related to a wolf?", "Is it an animal?"])
     assert view(env)["questions"] == [
@@ -351,6 +355,11 @@ def test_named_list_from_the_cache_with_the_llm_judge(tmp_path, monkeypatch):
         ({"secret": "123"}, r"every secret must contain letters; these do not: \['123'\]"),
         ({"secret": 7}, "secret must be a word"),
         ({"words_file": "/nonexistent/words.txt"}, "cannot read the word list"),
+        ({"world": 1}, r"world must be 0 \(the open world\) or a number of table nouns from 2 to 234, got 1"),
+        ({"world": 235}, "from 2 to 234, got 235"),
+        ({"world": True}, "got True"),
+        ({"world": 16, "words": "builtin_test"}, "world=K takes its secrets from the table oracle's nouns"),
+        ({"world": 16, "secret": "dog"}, "give it without secret, words, words_file or another oracle"),
     ],
 )
 def test_bad_arguments(kwargs, message):
@@ -491,3 +500,118 @@ def test_recap_puts_the_whole_game_in_the_latest_message():
     assert "Answers so far" not in plain.observe("questioner")  # off by default
     with pytest.raises(ValueError, match="recap must be true or false"):
         spiral_arena.make("TwentyQuestions-v0", recap="yes")
+
+
+# ---- the closed world ------------------------------------------------------------------------------
+
+
+def test_a_closed_world_is_fixed_nested_named_in_the_prompt_and_in_the_view():
+    from spiral_arena.games.twenty_questions import closed_world
+
+    nouns = TableOracle().nouns
+    world = closed_world(nouns, 32)
+    assert len(set(world)) == 32 and set(world) <= set(nouns) and list(world) == sorted(world)
+    assert set(closed_world(nouns, 16)) < set(world) < set(closed_world(nouns, 64))
+    assert closed_world(tuple(reversed(nouns)), 32) == world  # the nouns alone fix it, not their order
+    env = spiral_arena.make("TwentyQuestions-v0", world=32, max_questions=7)
+    secrets = set()
+    for seed in range(400):
+        env.reset(seed=seed)
+        secrets.add(env.state_.secret)
+    assert secrets == set(world)  # every secret of the world is drawn, and nothing else
+    observation, _, _, _, info = env.last()
+    assert f"I have chosen a secret: one of these 32 nouns: {', '.join(world)}. Find it" in observation
+    assert "You have 7 questions." in observation and info["view"]["world"] == list(world)
+    env.step("\\boxed{Is it an animal?}")
+    observation, _, _, _, info = env.last()
+    assert TwentyQuestions.read_position(observation) == {k: info["view"][k] for k in ("questions", "questions_asked",
+        "questions_left", "max_questions", "world", "candidates")}  # fmt: skip
+    last_only = spiral_arena.make("TwentyQuestions-v0", world=32, recap=True, obs_format="last")
+    last_only.reset(seed=0)
+    last_only.step("\\boxed{Is it an animal?}")
+    assert TwentyQuestions.read_position(last_only.last()[0])["world"] is None  # the prompt is not in it
+
+
+def test_the_splitting_expert_finds_every_secret_of_the_world_in_seven_questions():
+    """In a closed world the expert splits only the world's nouns: each of the 32 secrets is found within
+    the recipe's 7 questions. Over the whole table the same expert needs up to 11."""
+    from spiral_arena.agents import make_agent
+    from spiral_arena.play import play_game
+    from spiral_arena.registry import GameSpec
+    from trainers.evaluate import covering_seeds
+    from trainers.recipes import CLOSED_WORLD
+
+    spec = GameSpec.parse(CLOSED_WORLD)
+    env, expert = spec.make(), make_agent("expert")
+    found = [play_game(env, [expert], seed=seed) for seed in covering_seeds(spec, 0)]
+    assert len(found) == 32 and all(r.outcome["winner"] == "questioner" for r in found)
+    assert max(r.steps for r in found) <= 7
+    open_world = spiral_arena.make("TwentyQuestions-v0", max_questions=7)
+    assert sum(play_game(open_world, [expert], seed=s).outcome["winner"] is not None for s in range(32)) < 16
+
+
+def test_candidates_and_information_gain_follow_the_answers():
+    from spiral_arena.agents.experts.twenty_questions import candidates, information_gain
+    from spiral_arena.games.twenty_questions import closed_world
+
+    oracle = TableOracle()
+    world = list(closed_world(oracle.nouns, 32))
+    view = {"questions": [], "world": world}
+    assert sorted(candidates(view)) == world and information_gain(view, "Is it a kind of nothing at all?") == 0.0
+    question = "Is it an animal?"
+    animals = [n for n in world if oracle.answer(n, [], question).answer == "yes"]
+    share = len(animals) / len(world)
+    bits = -(share * np.log2(share) + (1 - share) * np.log2(1 - share))
+    assert information_gain(view, question) == pytest.approx(bits) and 0.5 < bits <= 1
+    answered = {"questions": [{"question": question, "answer": "yes"}], "world": world}
+    assert sorted(candidates(answered)) == sorted(animals)
+    named = {
+        "questions": [*answered["questions"], {"question": f"Is it a {animals[0]}?", "answer": "no"}],
+        "world": world,
+    }
+    assert sorted(candidates(named)) == sorted(animals[1:])  # a noun named without a win is out
+    assert information_gain(answered, f"Is it a {animals[1]}?") == pytest.approx(
+        -(1 / len(animals)) * np.log2(1 / len(animals)) - (1 - 1 / len(animals)) * np.log2(1 - 1 / len(animals))
+    )
+    assert len(candidates({"questions": [], "world": None})) == len(oracle.nouns)
+
+
+def test_the_candidates_list_is_what_the_answers_leave_of_the_world():
+    """candidates=true lists, in every turn message, the world's nouns that fit every answer and were not
+    named: exactly the splitting expert's own candidates, at every turn of random play; read back as given."""
+    from spiral_arena.agents import make_agent
+    from spiral_arena.agents.experts.twenty_questions import candidates
+
+    env = spiral_arena.make("TwentyQuestions-v0:world=32;max_questions=7;recap=true;candidates=true", obs_format="last")
+    weak = make_agent("expert#guess_prob=0.3")
+    sizes = []
+    for seed in range(20):
+        env.reset(seed=seed)
+        weak.reset(seed=seed)
+        for _ in env.agent_iter():
+            observation, _, terminated, truncated, info = env.last()
+            if terminated or truncated:
+                env.step(None)
+                continue
+            listed = info["view"]["candidates"]
+            assert listed == sorted(candidates(info["view"])) and env.state_.secret in listed
+            assert f"Still possible ({len(listed)}): {', '.join(listed)}." in observation
+            assert TwentyQuestions.read_position(observation)["candidates"] == listed
+            sizes.append(len(listed))
+            env.step(weak.act(observation, info))
+    assert max(sizes) == 32 and min(sizes) < 8
+    plain = spiral_arena.make("TwentyQuestions-v0:world=32;recap=true", obs_format="last")
+    plain.reset(seed=0)
+    assert "Still possible" not in plain.last()[0] and plain.last()[4]["view"]["candidates"] is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("candidates=true", "candidates=true lists the nouns of a closed world that still fit: give it with world=K"),
+        ("world=8;candidates=3", "candidates must be true or false, got 3"),
+    ],
+)
+def test_the_candidates_list_needs_a_closed_world(options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        spiral_arena.make(f"TwentyQuestions-v0:{options}")

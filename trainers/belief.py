@@ -9,6 +9,12 @@ in the secret is how likely it would be to name it right there: we append the as
 at temperature 1, with no gradient. The closing ``'?`` comes after the secret, so under causal
 attention it cannot change these numbers and is not fed to the model.
 
+That is upstream's probe (``probe="quoted"``), for a questioner that replies in plain text. A questioner
+trained on this project's games replies inside ``\\boxed{}`` and names a noun as the experts do (``Is it a
+crocodile?``); a small model that never saw the quoted form gives it no meaningful probability, so
+``probe="named"`` reads the belief off that form instead: the prefix ``\\boxed{Is it`` and, scored, the
+article with the secret (`` a crocodile``).
+
 The probe is tokenised in pieces, prefix and secret separately, and the ids concatenated. Tokenising
 the whole string instead lets the pre-tokeniser and BPE merge across the quote: Qwen's and GPT-2's
 pre-tokenisers read "'table" as the contraction "'t" + "able", and Qwen's keeps one punctuation
@@ -21,14 +27,31 @@ from __future__ import annotations
 
 import torch
 
+from spiral_arena.agents.experts.twenty_questions import naming_question
+from spiral_arena.analysis.read_policy import answer_text
 from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
+from trainers.validation import CHOICES
 
 PROBE_PREFIX = "Is it '"
+PROBES = CHOICES["belief_probe"]  # "quoted" (upstream's) and "named"
 
 
-def log_beliefs(model, policy: Policy, histories: list[str], secrets: list[str], batch_size: int = 64) -> list[float]:
-    """log b for each (history observation, secret) pair, in input order.
+def probe_pieces(secret: str, probe: str = "quoted") -> tuple[str, str]:
+    """(the reply's prefix, the scored piece) of the probe that names ``secret``."""
+    if probe == "quoted":
+        return PROBE_PREFIX, secret
+    if probe == "named":
+        named = answer_text(naming_question(secret))  # \boxed{Is it a crocodile?}
+        prefix = answer_text("Is it").removesuffix("}")
+        return prefix, named.removeprefix(prefix).removesuffix("?}")
+    raise ValueError(f"probe must be one of {', '.join(PROBES)}, got {probe!r}")
+
+
+def log_beliefs(
+    model, policy: Policy, histories: list[str], secrets: list[str], batch_size: int = 64, probe: str = "quoted"
+) -> list[float]:
+    """log b for each (history observation, secret) pair, in input order, read with ``probe``.
 
     Probes are sorted by prompt length before batching, so a batch holds prompts of similar length
     and little padding. The model is in eval mode while scoring (no dropout) and goes back to the
@@ -41,8 +64,9 @@ def log_beliefs(model, policy: Policy, histories: list[str], secrets: list[str],
     if not histories:
         return []
     tokenizer = policy.tokenizer
-    prefix_ids = tokenizer(PROBE_PREFIX, add_special_tokens=False)["input_ids"]
-    secret_ids = tokenizer(secrets, add_special_tokens=False)["input_ids"]
+    pieces = [probe_pieces(secret, probe) for secret in secrets]
+    prefix_ids = tokenizer(pieces[0][0], add_special_tokens=False)["input_ids"]  # the same for every secret
+    secret_ids = tokenizer([scored for _, scored in pieces], add_special_tokens=False)["input_ids"]
     for secret, ids in zip(secrets, secret_ids, strict=True):
         if not ids:
             raise ValueError(f"the secret {secret!r} has no tokens")

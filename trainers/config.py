@@ -10,13 +10,16 @@ written to the run directory.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from trainers.recipes import ALGO_RECIPES, RECIPES
-from trainers.validation import ConfigError, check, count_entries, hides_history, unknown_field
+from trainers.validation import ConfigError, check, count_entries, hides_history, unknown_field, with_recap
 
 __all__ = ["ConfigError", "TrainConfig"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -34,7 +37,8 @@ class TrainConfig:
     resume: bool = False
     """Continue from the latest checkpoint in output_dir."""
     time_limit_s: float = 0.0
-    """Stop (with a final evaluation and checkpoint) after this many seconds; 0 = no limit."""
+    """Stop (with a final evaluation and checkpoint) after this many seconds of the whole run, warm start
+    included (SFT stops early, then one RL step runs); 0 = no limit."""
 
     # --- model and backend ---------------------------------------------------------------
     model: str = "tiny"
@@ -129,6 +133,10 @@ class TrainConfig:
     """starpo / delta-belief: groups played per policy step (a multiple of rollout_shards)."""
     belief_coef: float = 0.1
     """delta-belief: weight of the belief-gain bonus (upstream's lambda)."""
+    belief_probe: str = "quoted"
+    """delta-belief: how the belief is read (trainers.belief): "quoted", upstream's ``Is it '<secret>``, or
+    "named", the secret named inside \\boxed{} as the experts name it (what a model warm-started on our
+    games writes; the tiny recipe's)."""
     turn_norm: str = "padded"
     """delta-belief: "padded" compares turn t with every game of the group, finished ones as 0 (upstream);
     "active" only with the games still running at turn t."""
@@ -268,8 +276,17 @@ class TrainConfig:
         if recipe_weights and "games" in known and "game_weights" not in known:
             if count_entries(known["games"]) != count_entries(recipe_weights):
                 del settings["game_weights"]  # the recipe's weights were for its own games, not the user's
-        if settings.get("obs_format") == "last" and "obs_format" not in known and hides_history(known.get("games")):
-            settings["obs_format"] = ""  # the recipe's one-message prompts would hide the questions asked so far
+        if settings.get("obs_format") == "last" and "obs_format" not in known:
+            for key in ("games", "eval_env_ids"):  # the recipe reads one message a turn: Twenty Questions recaps
+                if (recapped := with_recap(known.get(key))) is not None:
+                    logger.warning(
+                        "the %s recipe prompts with the latest message alone, so %s gets recap=true: %s "
+                        "(recap=false shows the whole transcript, a much longer prompt)",
+                        recipe, key, recapped,
+                    )  # fmt: skip
+                    known[key] = recapped
+            if hides_history(known.get("games")):
+                settings["obs_format"] = ""  # recap=false: one-message prompts would hide the questions asked
         config = cls(**{**settings, **known, "recipe": recipe})
         config.validate(problems)
         return config

@@ -167,8 +167,9 @@ def covering_seeds(spec: GameSpec, start: int) -> list[int]:
 def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **generation: Any) -> dict[str, float]:
     """Every secret of ``spec`` played ``samples`` times: Mean@k (the mean success rate) and Pass@k
     (at least one success in k, unbiased with n = k), each with a 95% bootstrap interval over the
-    secrets, and the mean number of questions. ``eval/GAME/solo/win`` is Mean@k, so the summary
-    lines read it as a win rate. Also the shares of invalid and of repeated questions."""
+    secrets, the mean number of questions, and over the games won (when any was) ``questions_to_success``.
+    ``eval/GAME/solo/win`` is Mean@k, so the summary lines read it as a win rate. Also the shares of invalid
+    and of repeated questions."""
     seeds = covering_seeds(spec, seed)
     results = collect(
         policy,
@@ -191,6 +192,7 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
     scores = benchmark_metrics(correct, spec.label, seed=seed)
     mean, best = scores["mean_at_n"], scores["pass_at_k"][str(samples)]
     key = f"eval/{spec.label}"
+    won = [len(r.turns) for r in results if r.won]
     return {
         f"{key}/solo/win": mean["value"],
         f"{key}/solo/loss": 1.0 - mean["value"],
@@ -204,7 +206,7 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
         f"{key}/questions_mean": float(np.mean([len(r.turns) for r in results])),
         f"{key}/invalid_rate": verdict_share(results, "invalid"),
         f"{key}/repeated_rate": verdict_share(results, "repeated"),
-    }
+    } | ({f"{key}/questions_to_success": float(np.mean(won))} if won else {})
 
 
 def verdict_share(results: list[GameResult], verdict: str) -> float:

@@ -33,7 +33,7 @@ def group_advantages(results: list[GameResult], keys: list, config: TrainConfig,
         return dropped
     histories = [h for g in results for h in [t.prompt for t in g.turns] + [g.final_observation]]
     secrets = [g.secret for g in results for _ in range(len(g.turns) + 1)]
-    flat = iter(log_beliefs(model, policy, histories, secrets, batch_size=config.micro_batch))
+    flat = iter(log_beliefs(model, policy, histories, secrets, config.micro_batch, config.belief_probe))
     rewards, gains = [], []
     for game in results:
         beliefs = [next(flat) for _ in range(len(game.turns) + 1)]

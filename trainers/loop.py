@@ -49,6 +49,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # its per-file bars would interleave with ours
+    began = time.monotonic()  # time_limit_s counts from here: the warm start is part of the run
+    deadline = began + config.time_limit_s if config.time_limit_s > 0 else None
     device = select_device(config.device)
     ddp = Distributed(device)
     if config.rollout_shards % ddp.world:
@@ -112,8 +114,15 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             config.seed,
             progress=progress and ddp.main,
             autocast=lambda: autocast(config, device),
+            deadline=deadline if ddp.world == 1 else None,  # ranks must stop SFT at the same step
         )
-        start_row.update({"sft/loss_first": losses[0], "sft/loss_last": losses[-1]})
+        start_row.update({"sft/loss_first": losses[0], "sft/loss_last": losses[-1], "sft/steps": len(losses)})
+        if len(losses) < config.sft_steps and ddp.main:
+            print(
+                f"WARNING: the warm start stopped at SFT step {len(losses)} of {config.sft_steps}: "
+                f"time_limit_s={config.time_limit_s:g} covers the whole run (one RL step follows)",
+                file=sys.stderr,
+            )
     if previous is None and ddp.main and (config.sft_steps > 0 or config.kl_coef > 0):
         model.save_pretrained(warm_dir)  # the policy RL starts from (and the KL anchor)
         tokenizer.save_pretrained(warm_dir)
@@ -255,7 +264,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         if pool is not None:
             metrics["pool/snapshots"] = len(pool.snapshots)
             metrics["pool/games_share"] = sum(g.snapshot_step is not None for g in results) / max(1, len(results))
-        out_of_time = config.time_limit_s > 0 and metrics["time_s"] >= config.time_limit_s
+        out_of_time = deadline is not None and time.monotonic() >= deadline
         out_of_time = bool(ddp.sum([float(out_of_time)])[0])  # all ranks stop at the same step
         last = step == config.steps or out_of_time
         if out_of_time and step < config.steps:  # a safety stop, not the plan: say so where it is read

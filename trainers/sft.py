@@ -8,6 +8,7 @@ games written by ``spiral-arena collect``), SPIRAL's SFT-on-expert-trajectories 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -81,9 +82,11 @@ def sft(
     seed: int,
     progress: bool = False,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
+    deadline: float | None = None,
 ) -> list[float]:
     """Cross-entropy on the response tokens (and the end-of-turn token) of random batches;
-    forward passes run inside ``autocast()`` (the trainer's bf16 setting)."""
+    forward passes run inside ``autocast()`` (the trainer's bf16 setting). Stops early, after at least
+    one step, once ``time.monotonic()`` passes ``deadline`` (the run's time limit covers its warm start)."""
     tokenizer = policy.tokenizer
     device = next(model.parameters()).device
     prompts = [policy.prompt_ids(r["prompt"]) for r in records]
@@ -109,6 +112,9 @@ def sft(
         optimizer.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)  # the bar's own ETA says how long is left
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    bar.close()
     return losses
 
 
@@ -147,7 +153,7 @@ def run_sft(
         model = str(
             create_tiny(
                 output_dir / "tiny_init",
-                sorted({GameSpec.parse(r.get("game", "KuhnPoker-v0")).env_id for r in records}),
+                sorted({GameSpec.parse(r.get("game", "KuhnPoker-v0")).label for r in records}),
                 seed=seed,
             )
         )

@@ -40,6 +40,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "aggregation": ("dr_grpo", "token_mean", "seq_mean_token_mean"),
     "algo": ("rae", "starpo", "delta-belief"),
     "turn_norm": ("padded", "active"),
+    "belief_probe": ("quoted", "named"),
     "lr_schedule": ("constant", "warmup", "cosine"),
 }
 
@@ -186,8 +187,28 @@ def _value_problem(name: str, value: Any) -> str | None:
     return None
 
 
+def with_recap(games: Any) -> str | None:
+    """``games`` with ``recap=true`` added to each Twenty Questions spec that does not set ``recap``, or
+    None when none lacks it (or the text does not parse: validate() reports that). Without it the
+    latest message alone (obs_format "last") holds only the last answer, and the full transcript a
+    small model would read instead repeats the instructions at every turn: its warm start alone took
+    more than 20 minutes on 2 cores."""
+    if not isinstance(games, str):
+        return None
+    try:
+        specs = [GameSpec.parse(part) for part in games.split(",") if part.strip()]
+    except ValueError:
+        return None
+    if not any(s.env_id == "TwentyQuestions-v0" and "recap" not in s.options for s in specs):
+        return None
+    return ",".join(
+        s.with_options(recap=True).label if s.env_id == "TwentyQuestions-v0" and "recap" not in s.options else s.label
+        for s in specs
+    )
+
+
 def hides_history(games: Any) -> bool:
-    """Whether a user's games include Twenty Questions without ``recap=true``: its latest message alone
+    """Whether a user's games include Twenty Questions with ``recap=false``: its latest message alone
     (obs_format "last") then holds only the last answer, not the game so far."""
     if not isinstance(games, str):
         return False

@@ -29,10 +29,19 @@ Secrets come from the built-in nouns of the table oracle by default, or from ``w
 / ``"coca_plus_test"`` (downloaded and cached, see ``spiral_arena.wordlists``) or ``words_file=PATH``;
 ``secret=`` fixes one. The table oracle only knows its own nouns, so other word lists need the LLM judge
 (``oracle="openai:MODEL"``): asking the table for them is an error at construction.
+
+``world=K`` closes the world: the secret is one of K fixed table nouns (``closed_world``), the prompt lists
+them, and the questioner's view holds them (``world``): a world a small model can be taught, where no noun
+outside a warm start's games is ever the secret. With a short ``max_questions`` the choice and order of the
+questions decide the game (docs/twenty-questions.md has the success rates of the scripted questioners per
+world and budget). ``candidates=true`` (with ``world``) also lists, in each
+turn message, the world's nouns that still fit every answer: naming the secret is then a matter of copying
+a listed noun, and what remains is choosing the questions that shorten the list.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import os
@@ -237,6 +246,8 @@ SCORING = {
 }
 BUILTIN_SECRET_KIND = "one common English noun for a concrete thing (an animal, plant, food, object or place)"
 LIST_SECRET_KIND = "one English noun"
+WORLD_SECRET_KIND = "one of these {size} nouns: {nouns}"
+_WORLD = re.compile(r"I have chosen a secret: one of these (\d+) nouns: ([a-z ,-]+)\. Find it")
 # A fixed split of the table's nouns for training and held-out evaluation: every fifth noun in sorted
 # order is held out (47 of 234), so the split never changes and both halves cover the alphabet.
 BUILTIN_SPLITS = ("builtin_train", "builtin_test")
@@ -246,7 +257,10 @@ RECAP_WORDS = {"yes": "yes", "no": "no", "invalid": "invalid, no answer", "repea
 
 _VERDICT_OF_FEEDBACK = {text: verdict for verdict, text in FEEDBACK.items()}
 _VERDICT_OF_RECAP = {**{text: verdict for verdict, text in RECAP_WORDS.items()}, "no answer": "error"}
-_TURN = re.compile(r"(?:Answers so far:\n(.*)\n)?Questions left: (\d+) of (\d+)\.", re.DOTALL)
+_TURN = re.compile(
+    r"(?:Answers so far:\n(.*?)\n)?(?:Still possible \((\d+)\): ([a-z ,-]*)\.\n)?Questions left: (\d+) of (\d+)\.",
+    re.DOTALL,
+)
 _RECAP_LINE = re.compile(r"(\d+)\. (.*) -> (" + "|".join(map(re.escape, _VERDICT_OF_RECAP)) + r")")
 _ANSWERED = re.compile(
     r"Question (\d+): (.*)\nAnswer: (" + "|".join(map(re.escape, _VERDICT_OF_FEEDBACK)) + r")", re.DOTALL
@@ -270,6 +284,14 @@ def _read_questions(observation: str, recap: str | None) -> list[dict[str, str]]
 
 def _unasked_examples(bank: Sequence[str], asked: set[str]) -> list[str]:
     return list(itertools.islice((q for q in bank if repeat_key(q) not in asked), _EXAMPLES_SHOWN))
+
+
+def closed_world(nouns: Sequence[str], size: int) -> tuple[str, ...]:
+    """The ``world=size`` secrets, sorted: the ``size`` nouns first in the order of their SHA-256 digests.
+    The order is fixed by the nouns alone (no random generator whose stream a library may change), so a
+    world never changes, and a smaller world lies inside every larger one."""
+    ranked = sorted(nouns, key=lambda noun: hashlib.sha256(noun.encode()).hexdigest())
+    return tuple(sorted(ranked[:size]))
 
 
 def builtin_split(nouns: Sequence[str], split: str) -> tuple[str, ...]:
@@ -298,9 +320,15 @@ class TwentyQuestions(TextGame):
         words: str = "builtin",
         words_file: str | os.PathLike[str] | None = None,
         recap: bool = False,
+        world: int = 0,
+        candidates: bool = False,
     ) -> None:
         """``secret`` fixes the secret; otherwise each reset draws one from ``words`` (or ``words_file``):
         ``builtin_train`` / ``builtin_test`` are a fixed 187 / 47 split of the table's nouns.
+
+        ``world``: K > 0 picks the secrets from ``closed_world(table nouns, K)`` and names them in the
+        prompt; 0 (the default) is the open world of ``words``. ``candidates`` (with ``world``): every turn
+        message lists the world's nouns that fit every answer so far (and were not named).
 
         ``recap``: every turn message also lists the questions so far with their answers, so the latest
         message alone (``obs_format="last"``) holds the whole game in a few lines: short prompts for
@@ -327,12 +355,31 @@ class TwentyQuestions(TextGame):
             raise ValueError("give either a fixed secret or a word list (words / words_file), not both")
         if secret is not None and not isinstance(secret, str):
             raise ValueError(f"secret must be a word (a str), got {secret!r}")
+        table_size = len(TableOracle().nouns)
+        if isinstance(world, bool) or not isinstance(world, int) or not (world == 0 or 2 <= world <= table_size):
+            raise ValueError(
+                f"world must be 0 (the open world) or a number of table nouns from 2 to {table_size}, got {world!r}"
+            )
+        if not isinstance(candidates, bool):
+            raise ValueError(f"candidates must be true or false, got {candidates!r}")
+        if candidates and not world:
+            raise ValueError("candidates=true lists the nouns of a closed world that still fit: give it with world=K")
+        self.candidates = candidates
+        self._alike: dict[tuple[str, str], frozenset[str]] = {}
+        if world and (secret is not None or words != "builtin" or words_file is not None or oracle != "table"):
+            raise ValueError(
+                "world=K takes its secrets from the table oracle's nouns: give it without secret, words, "
+                "words_file or another oracle"
+            )
         self.oracle = make_oracle(oracle, oracle_base_url, oracle_api_key, oracle_timeout, oracle_retries)
         self.deterministic = self.oracle.deterministic
         self.max_questions, self.reward = max_questions, reward
         self.secret = secret.strip() if secret is not None else None
-        if self.secret is not None:
-            pool: Sequence[str] = (self.secret,)
+        self.world = closed_world(TableOracle().nouns, world) if world else None
+        if self.world is not None:
+            pool: Sequence[str] = self.world
+        elif self.secret is not None:
+            pool = (self.secret,)
         elif words_file is not None:
             pool = read_words(words_file)
         elif words == "builtin":
@@ -348,6 +395,8 @@ class TwentyQuestions(TextGame):
         self.words = tuple(pool)
         builtin = words in ("builtin", *BUILTIN_SPLITS) and words_file is None
         self.secret_kind = BUILTIN_SECRET_KIND if builtin else LIST_SECRET_KIND
+        if self.world is not None:
+            self.secret_kind = WORLD_SECRET_KIND.format(size=len(self.world), nouns=", ".join(self.world))
         self.example_bank = canonical_questions()
 
     def new_state(self, rng: np.random.Generator) -> TwentyQuestionsState:
@@ -360,14 +409,41 @@ class TwentyQuestions(TextGame):
         )
 
     def turn_message(self, state: TwentyQuestionsState, player: int) -> str:
-        left = f"Questions left: {state.questions_left} of {state.max_questions}."
-        if not self.recap or not state.turns:
-            return left
-        lines = [
-            f"{n}. {sanitize(t.question)} -> {RECAP_WORDS.get(t.verdict, 'no answer')}"
-            for n, t in enumerate(state.turns, 1)
-        ]
-        return "\n".join(["Answers so far:", *lines, left])
+        lines = [f"Questions left: {state.questions_left} of {state.max_questions}."]
+        if self.candidates:
+            fitting = self.fitting(state)
+            lines.insert(0, f"Still possible ({len(fitting)}): {', '.join(fitting)}.")
+        if self.recap and state.turns:
+            lines[:0] = [
+                "Answers so far:",
+                *(
+                    f"{n}. {sanitize(t.question)} -> {RECAP_WORDS.get(t.verdict, 'no answer')}"
+                    for n, t in enumerate(state.turns, 1)
+                ),
+            ]
+        return "\n".join(lines)
+
+    def fitting(self, state: TwentyQuestionsState) -> list[str]:
+        """The world's nouns that the table answers as the game was answered, and that no question named."""
+        fits = set(self.world or ())
+        for turn in state.turns:
+            if turn.verdict in ("yes", "no"):
+                fits &= self._answered_alike(turn.question, turn.verdict)
+        return [noun for noun in self.world or () if noun in fits]
+
+    def _answered_alike(self, question: str, verdict: str) -> frozenset[str]:
+        """The world's nouns the table gives ``verdict`` for ``question`` and that it does not name; cached
+        per question (a game asks each at several turns, a run the same few hundred again and again)."""
+        key = (question, verdict)
+        if key not in self._alike:
+            if len(self._alike) >= 100_000:  # a bound on what a long run's free-text questions can hold
+                self._alike.clear()
+            self._alike[key] = frozenset(
+                noun
+                for noun in self.world or ()
+                if self.oracle.answer(noun, [], question).answer == verdict and not names_secret(question, noun)
+            )
+        return self._alike[key]
 
     def parse(self, state: TwentyQuestionsState, text: str) -> str:
         """The question: the last boxed text, else the whole answer. Never an invalid move: a bad
@@ -408,7 +484,10 @@ class TwentyQuestions(TextGame):
         """The questioner's view read back from its observation, or None when the latest turn message is
         not a Twenty Questions turn. It holds ``questions`` (each as shown: over-long questions cut, and
         characters outside the observation charset as '?'), ``questions_asked``, ``questions_left`` and
-        ``max_questions``; the verdicts' penalties and the oracle's details are not shown, so not read.
+        ``max_questions``, ``world`` (the closed world's nouns when the observation holds the prompt
+        that lists them, else None) and ``candidates`` (the listed nouns that still fit, with
+        ``candidates=true``, else None); the verdicts' penalties and the oracle's details are not shown, so
+        not read.
         The questions come from a full transcript (``obs_format="full"``, the default) or from the
         recap of ``recap=true``; other observations raise ``PositionUnreadable`` once a question was asked.
         """
@@ -416,7 +495,7 @@ class TwentyQuestions(TextGame):
         match = None if turn is None else _TURN.fullmatch(turn.message)
         if match is None:
             return None
-        recap, left, max_questions = match.group(1), int(match.group(2)), int(match.group(3))
+        recap, left, max_questions = match.group(1), int(match.group(4)), int(match.group(5))
         asked = max_questions - left
         questions = _read_questions(observation, recap) if asked else []
         if len(questions) != asked:
@@ -425,17 +504,22 @@ class TwentyQuestions(TextGame):
                 f"the {asked} question{'' if asked == 1 else 's'} asked so far with their answers "
                 "(obs_format='full', the default, or recap=true shows them)",
             )
+        world = _WORLD.search(observation)
         return {
             "questions": questions,
             "questions_asked": asked,
             "questions_left": left,
             "max_questions": max_questions,
+            "world": world[2].split(", ") if world and len(world[2].split(", ")) == int(world[1]) else None,
+            "candidates": None if match.group(2) is None else [n for n in match.group(3).split(", ") if n],
         }
 
     def player_view(self, state: TwentyQuestionsState, player: int) -> dict[str, Any]:
         """questions: each asked question with its verdict (yes, no, invalid, repeated, error);
         last_turn: the latest verdict, its penalty and any reason; unmapped_questions: how many
-        questions the table oracle could not read (each was answered "no")."""
+        questions the table oracle could not read (each was answered "no"); world: the closed world's
+        nouns (``world=K``, the prompt lists them too), else None; candidates: with ``candidates=true``
+        the world's nouns that still fit every answer, as the turn message lists them, else None."""
         last = state.turns[-1] if state.turns else None
         return {
             "questions": [{"question": t.question, "answer": t.verdict} for t in state.turns],
@@ -446,6 +530,8 @@ class TwentyQuestions(TextGame):
             if last is None
             else {"verdict": last.verdict, "turn_penalty": last.penalty, "detail": last.detail},
             "unmapped_questions": state.unmapped_questions,
+            "world": None if self.world is None else list(self.world),
+            "candidates": self.fitting(state) if self.candidates else None,
         }
 
     def step_info(self, state: TwentyQuestionsState) -> dict[str, Any]:

@@ -51,7 +51,8 @@ def _bank() -> _Bank:
     )
 
 
-def _guess(noun: str) -> str:
+def naming_question(noun: str) -> str:
+    """How the experts name a noun: the question that wins when it is the secret."""
     return f"Is it {'an' if noun[0] in 'aeiou' else 'a'} {noun}?"
 
 
@@ -83,21 +84,8 @@ class TwentyQuestionsExpert:
 
     def act(self, view: dict[str, Any], info: dict[str, Any], rng: np.random.Generator) -> str:
         bank = _bank()
-        contradictions = np.zeros(len(bank.nouns))
-        ruled_out = np.zeros(len(bank.nouns), dtype=bool)
-        asked = set()
-        for turn in view["questions"]:
-            question, verdict = turn["question"], turn["answer"]
-            key = normalize_question(question)
-            asked.add(key)
-            if verdict not in ("yes", "no"):
-                continue
-            for word in set(words_of(question)):  # a question naming the secret would have won
-                for i in bank.by_word.get(word, ()):
-                    ruled_out[i] |= names_secret(question, bank.nouns[i])
-            contradictions += self._truth(question, key, bank) != (verdict == "yes")
-        alive = np.flatnonzero(~ruled_out)
-        candidates = alive[contradictions[alive] == contradictions[alive].min()]
+        alive, candidates = _candidates(view, bank)
+        asked = {normalize_question(turn["question"]) for turn in view["questions"]}
         weak = self.guess_prob is not None
         if weak and view["questions_left"] > 1 and rng.random() >= self.guess_prob:
             unasked = [q for q in bank.questions if normalize_question(q) not in asked]
@@ -110,18 +98,60 @@ class TwentyQuestionsExpert:
                 balance = np.minimum(yes, len(candidates) - yes)
                 if balance.max() > 0:
                     return bank.questions[unasked[int(balance.argmax())]]
-        fresh = [i for i in candidates if normalize_question(_guess(bank.nouns[i])) not in asked]
+        fresh = [i for i in candidates if normalize_question(naming_question(bank.nouns[i])) not in asked]
         if not fresh:  # every candidate was named already (only after oracle errors): name another
-            fresh = [i for i in alive if normalize_question(_guess(bank.nouns[i])) not in asked]
-        return _guess(bank.nouns[fresh[int(rng.integers(len(fresh)))]])
+            fresh = [i for i in alive if normalize_question(naming_question(bank.nouns[i])) not in asked]
+        return naming_question(bank.nouns[fresh[int(rng.integers(len(fresh)))]])
 
-    @staticmethod
-    def _truth(question: str, key: str, bank: _Bank) -> np.ndarray:
-        """The table's answer to ``question`` for every noun. An unreadable question gets the same value
-        for every noun, which shifts all contradiction counts alike: it tells nothing."""
-        if key in bank.index:
-            return bank.answers[bank.index[key]]
-        table, query = load_table(), understander()(question)
-        if query is None:
-            return np.zeros(len(bank.nouns), dtype=bool)
-        return np.array([all(holds(atom, table.nouns[n]) for atom in query) for n in bank.nouns])
+
+def candidates(view: dict[str, Any]) -> list[str]:
+    """The nouns that agree best with the answers in ``view`` (with exact answers: every noun that could
+    still be the secret), as ``TwentyQuestionsExpert`` keeps them; only the world's in a closed world."""
+    bank = _bank()
+    return [bank.nouns[i] for i in _candidates(view, bank)[1]]
+
+
+def _candidates(view: dict[str, Any], bank: _Bank) -> tuple[np.ndarray, np.ndarray]:
+    """(the nouns not ruled out, those of them with the fewest contradictions), as indices into the bank. A
+    noun is ruled out when a question that named it did not win, or when it is outside a closed world."""
+    contradictions = np.zeros(len(bank.nouns))
+    ruled_out = np.zeros(len(bank.nouns), dtype=bool)
+    for turn in view["questions"]:
+        question, verdict = turn["question"], turn["answer"]
+        if verdict not in ("yes", "no"):
+            continue
+        for word in set(words_of(question)):  # a question naming the secret would have won
+            for i in bank.by_word.get(word, ()):
+                ruled_out[i] |= names_secret(question, bank.nouns[i])
+        contradictions += _truth(question, normalize_question(question), bank) != (verdict == "yes")
+    world = view.get("world")
+    if world:  # a closed world (world=K): only its nouns can be the secret
+        ruled_out |= ~np.isin(np.array(bank.nouns), world)
+    alive = np.flatnonzero(~ruled_out)
+    return alive, alive[contradictions[alive] == contradictions[alive].min()]
+
+
+def _truth(question: str, key: str, bank: _Bank) -> np.ndarray:
+    """The table's answer to ``question`` for every noun. An unreadable question gets the same value
+    for every noun, which shifts all contradiction counts alike: it tells nothing."""
+    if key in bank.index:
+        return bank.answers[bank.index[key]]
+    table, query = load_table(), understander()(question)
+    if query is None:
+        return np.zeros(len(bank.nouns), dtype=bool)
+    return np.array([all(holds(atom, table.nouns[n]) for atom in query) for n in bank.nouns])
+
+
+def information_gain(view: dict[str, Any], question: str) -> float:
+    """Bits the table's answer to ``question`` tells about the secret among ``candidates(view)``, each
+    equally likely: the entropy of the yes/no split (0 for a question the table cannot read or every
+    candidate answers alike; a question naming a candidate splits it off)."""
+    bank = _bank()
+    kept = _candidates(view, bank)[1]
+    if not len(kept):
+        return 0.0
+    truth = _truth(question, normalize_question(question), bank)[kept]
+    for j, i in enumerate(kept):
+        truth[j] |= names_secret(question, bank.nouns[i])
+    share = float(truth.mean())
+    return 0.0 if share in (0.0, 1.0) else -(share * np.log2(share) + (1 - share) * np.log2(1 - share))
