@@ -267,7 +267,7 @@ def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
     train(TrainConfig.build(settings), progress=False)
     config = json.loads((out / "config.json").read_text())
     assert config["games"] == config["eval_env_ids"] == CLOSED_WORLD
-    assert CLOSED_WORLD == "TwentyQuestions-v0:recap=true;world=32;max_questions=7;candidates=true"
+    assert CLOSED_WORLD == "TwentyQuestions-v0:recap=true;world=32;max_questions=7;candidates=true;one_guess=true"
     assert config["clip_high"] == 0.28 and config["dual_clip"] == 3.0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
@@ -278,7 +278,7 @@ def test_end_to_end_run_of_each_algorithm(tmp_path, algo):
     # evaluated on every secret of the world it trains in, never on two-player games
     assert f"eval/{CLOSED_WORLD}/pass_at_1" in rows[-1]
     assert 1 <= rows[-1][f"eval/{CLOSED_WORLD}/questions_mean"] <= 7
-    longer = "eval/TwentyQuestions-v0:recap=true;world=32;candidates=true;max_questions=50"
+    longer = "eval/TwentyQuestions-v0:recap=true;world=32;candidates=true;one_guess=true;max_questions=50"
     if longer_budget:
         assert 0 <= rows[-1][f"{longer}/mean_at_1"] <= 1 and 7 < rows[-1][f"{longer}/questions_mean"] <= 50
     else:

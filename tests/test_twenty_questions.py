@@ -615,3 +615,31 @@ def test_the_candidates_list_is_what_the_answers_leave_of_the_world():
 def test_the_candidates_list_needs_a_closed_world(options, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         spiral_arena.make(f"TwentyQuestions-v0:{options}")
+
+
+def test_one_guess_makes_a_question_naming_several_nouns_invalid():
+    """A tiny model trained by StarPO in the closed world learned to list a dozen nouns in one question (any
+    mention wins). With one_guess=true such a question is invalid, while naming one noun, also inside a
+    comparison, still wins; the prompt states the rule."""
+    env = spiral_arena.make("TwentyQuestions-v0:world=32;max_questions=7;one_guess=true")
+    env.reset(seed=3)
+    secret = env.state_.secret
+    assert "A question may name at most one noun: one that names several is invalid." in env.last()[0]
+    env.step(f"\\boxed{{Is it a {secret} or an owl or a bus?}}")
+    turn = env.last()[4]["view"]["last_turn"]
+    named = ", ".join(sorted([secret, "owl", "bus"]))
+    assert turn == {
+        "verdict": "invalid",
+        "turn_penalty": -5.0,
+        "detail": f"it names 3 of the game's nouns ({named}); name one at a time",
+    }
+    assert not env.state_.won
+    env.step(f"\\boxed{{Is it bigger than a {secret}?}}")
+    assert env.state_.won
+    open_rule = spiral_arena.make("TwentyQuestions-v0:world=32;max_questions=7")
+    open_rule.reset(seed=3)
+    assert "at most one noun" not in open_rule.last()[0]
+    open_rule.step(f"\\boxed{{Is it a {secret} or an owl or a bus?}}")
+    assert open_rule.state_.won  # upstream's rule: any mention wins
+    with pytest.raises(ValueError, match="one_guess must be true or false, got 2"):
+        spiral_arena.make("TwentyQuestions-v0:one_guess=2")

@@ -73,9 +73,10 @@ _GROUP_PPO = {"loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "
 # secret, the weak questioner of the warm start about one in five), evaluated on every secret of that world;
 # the recap observation (the questions so far in a few lines) keeps prompts short, and the list of nouns that
 # still fit makes naming one a copy, which the tiny model learns (it does not learn the table's attributes
-# from a warm start: docs/results/twenty-questions.md). The belief is read off the form the warm start names
-# nouns in.
-CLOSED_WORLD = "TwentyQuestions-v0:recap=true;world=32;max_questions=7;candidates=true"
+# from a warm start: docs/results/twenty-questions.md). A question names one noun at most (one_guess): with any
+# number, StarPO learned to list a dozen nouns per question. The belief is read off the form the warm start
+# names nouns in.
+CLOSED_WORLD = "TwentyQuestions-v0:recap=true;world=32;max_questions=7;candidates=true;one_guess=true"
 _GROUP_TINY = {
     "games": CLOSED_WORLD, "eval_env_ids": CLOSED_WORLD, "game_weights": "",
     "group_size": 8, "groups_per_step": 4, "max_new_tokens": 24, "max_game_actions": 7, "obs_format": "last",

@@ -20,9 +20,8 @@ def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
 
     path = run_dir / "tiny_init"
     if not path.exists():
-        # the games as trained, options included: a closed world's nouns become one token each
-        labels = [s.label for s in parse_mixture(config.games, config.game_weights)[0]]
-        create_tiny(path, labels, seed=config.seed, agent=config.sft_agent)
+        env_ids = [s.env_id for s in parse_mixture(config.games, config.game_weights)[0]]
+        create_tiny(path, env_ids, seed=config.seed, agent=config.sft_agent)
     return path
 
 

@@ -153,7 +153,7 @@ def run_sft(
         model = str(
             create_tiny(
                 output_dir / "tiny_init",
-                sorted({GameSpec.parse(r.get("game", "KuhnPoker-v0")).label for r in records}),
+                sorted({GameSpec.parse(r.get("game", "KuhnPoker-v0")).env_id for r in records}),
                 seed=seed,
             )
         )

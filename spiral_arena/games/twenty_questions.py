@@ -7,6 +7,9 @@ verdict, and every verdict uses up a turn:
   the oracle: the secret must appear as a whole word, case-insensitively, after punctuation (not
   hyphens) and digits are stripped, and a simple plural counts (s, es, y -> ies). Any mention wins,
   also inside a comparison ("Is it bigger than a tiger?" for tiger). "cat" does not win for "category".
+  With ``one_guess=true`` a question may name at most one of the game's nouns: one that names several
+  ("Is it a cat, a dog or a cow?") is ``invalid``. Without it, a questioner trained by RL learns to list
+  nouns in one question, each list a handful of guesses for one turn (a tiny model did, within 100 steps).
 - ``yes`` / ``no``: the oracle's answer (see ``twenty_questions_oracles``).
 - ``invalid``: not 2-500 characters, not ending with a single ``?``, or holding control or invisible
   characters (C0 controls, DEL to NBSP, line and paragraph separators, and format characters such as
@@ -141,7 +144,15 @@ class Turn:
 class TwentyQuestionsState:
     """The secret, the questions so far and their verdicts; the oracle answers inside ``apply``."""
 
-    def __init__(self, secret: str, oracle: Oracle, max_questions: int = 20, reward: str = "delta_belief") -> None:
+    def __init__(
+        self,
+        secret: str,
+        oracle: Oracle,
+        max_questions: int = 20,
+        reward: str = "delta_belief",
+        nouns: Sequence[str] | None = None,
+    ) -> None:
+        """``nouns``: the game's nouns, of which a question may name one (``one_guess``); None = any number."""
         if not words_of(secret):
             raise ValueError(f"the secret {secret!r} has no letters; it must be a word")
         self.secret = secret
@@ -152,6 +163,7 @@ class TwentyQuestionsState:
         self.won = False
         self.current_player = 0
         self._answered: dict[str, str] = {}  # repeat key -> the question as first asked
+        self.nouns = nouns
 
     def legal_actions(self) -> None:
         return None  # any text; its validity is a verdict, not an illegal move
@@ -192,6 +204,11 @@ class TwentyQuestionsState:
         question goes to the oracle."""
         cfg = self.reward
         problem = question_problem(question)
+        if problem is None and self.nouns is not None:
+            named = [noun for noun in self.nouns if names_secret(question, noun)]
+            if len(named) > 1:
+                shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
+                problem = f"it names {len(named)} of the game's nouns ({shown}); name one at a time"
         if problem is not None:
             return Turn(question, "invalid", cfg.invalid, detail=problem)
         if repeat_key(question) in self._answered:
@@ -231,12 +248,13 @@ You are the questioner in a game of Twenty Questions. I have chosen a secret: {s
 by asking yes/no questions; I answer each one with yes or no. You have {max_questions} questions.
 You win as soon as one of your questions names the secret word, e.g. "Is it a <word>?".
 Rules: ask exactly one question per turn, 2 to 500 characters long, ending with a single question \
-mark and without line breaks. An invalid question, or one you already asked, uses up a turn and gets \
-no answer.
+mark and without line breaks.{one_guess} An invalid question, or one you already asked, uses up a turn \
+and gets no answer.
 {scoring}
 Write your question inside \\boxed{{}}, for example \\boxed{{Is it an animal?}}; only the boxed text \
 is read."""
 
+ONE_GUESS_RULE = " A question may name at most one noun: one that names several is invalid."
 SCORING = {
     "delta_belief": (
         "Scoring: +2 for finding the secret; -0.05 for every question asked, counted when the game ends; "
@@ -322,13 +340,15 @@ class TwentyQuestions(TextGame):
         recap: bool = False,
         world: int = 0,
         candidates: bool = False,
+        one_guess: bool = False,
     ) -> None:
         """``secret`` fixes the secret; otherwise each reset draws one from ``words`` (or ``words_file``):
         ``builtin_train`` / ``builtin_test`` are a fixed 187 / 47 split of the table's nouns.
 
         ``world``: K > 0 picks the secrets from ``closed_world(table nouns, K)`` and names them in the
         prompt; 0 (the default) is the open world of ``words``. ``candidates`` (with ``world``): every turn
-        message lists the world's nouns that fit every answer so far (and were not named).
+        message lists the world's nouns that fit every answer so far (and were not named). ``one_guess``: a
+        question naming more than one of the game's nouns (its word list or world) is invalid.
 
         ``recap``: every turn message also lists the questions so far with their answers, so the latest
         message alone (``obs_format="last"``) holds the whole game in a few lines: short prompts for
@@ -360,6 +380,9 @@ class TwentyQuestions(TextGame):
             raise ValueError(
                 f"world must be 0 (the open world) or a number of table nouns from 2 to {table_size}, got {world!r}"
             )
+        if not isinstance(one_guess, bool):
+            raise ValueError(f"one_guess must be true or false, got {one_guess!r}")
+        self.one_guess = one_guess
         if not isinstance(candidates, bool):
             raise ValueError(f"candidates must be true or false, got {candidates!r}")
         if candidates and not world:
@@ -401,11 +424,15 @@ class TwentyQuestions(TextGame):
 
     def new_state(self, rng: np.random.Generator) -> TwentyQuestionsState:
         secret = self.words[int(rng.integers(len(self.words)))] if self.secret is None else self.secret
-        return TwentyQuestionsState(secret, self.oracle, self.max_questions, self.reward)
+        nouns = self.words if self.one_guess else None
+        return TwentyQuestionsState(secret, self.oracle, self.max_questions, self.reward, nouns)
 
     def prompt(self, player: int) -> str:
         return PROMPT.format(
-            secret_kind=self.secret_kind, max_questions=self.max_questions, scoring=SCORING[self.reward]
+            secret_kind=self.secret_kind,
+            max_questions=self.max_questions,
+            one_guess=ONE_GUESS_RULE if self.one_guess else "",
+            scoring=SCORING[self.reward],
         )
 
     def turn_message(self, state: TwentyQuestionsState, player: int) -> str:
