@@ -35,8 +35,9 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "evals"
 
 def generation_rates(model_dir: str, items: int, new_tokens: int) -> dict[int, float]:
     from spiral_arena.evals.data import load_benchmark
-    from spiral_arena.evals.generate import HFBackend, Request, Sampling
+    from spiral_arena.evals.generate import HFBackend, Request
     from spiral_arena.evals.presets import load_preset, render
+    from spiral_arena.models import Sampling
 
     preset = load_preset("spiral-offline")
     questions = [item.question for item in load_benchmark("math500", DATA).items]

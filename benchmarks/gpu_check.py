@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from spiral_arena.models import Sampling
 from spiral_arena.models.hf import HFEngine
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed
@@ -121,10 +122,10 @@ def check_generation(model, vocab: int, device, prompts: int, prompt_len: int, n
     batch = [rng.integers(1, vocab, prompt_len).tolist() for _ in range(prompts)]
     engine = HFEngine(model, [vocab + 1], 0)  # a stop id that never comes: every row runs to the end
     with torch.autocast(device.type, dtype=torch.bfloat16):
-        engine.generate(batch[:2], 4, 1.0, 1.0, seed=0)  # warm-up
+        engine.generate(batch[:2], Sampling(1.0, 1.0, 4), seed=0)  # warm-up
         sync(device)
         t0 = time.perf_counter()
-        out = engine.generate(batch, new_tokens, 1.0, 1.0, seed=0)
+        out = engine.generate(batch, Sampling(1.0, 1.0, new_tokens), seed=0)
         sync(device)
     seconds = time.perf_counter() - t0
     tokens = sum(len(c.token_ids) for c in out)

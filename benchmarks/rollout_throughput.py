@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from spiral_arena.models import Sampling
 from spiral_arena.models.hf import HFEngine
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
@@ -60,9 +61,7 @@ def measure(policy: Policy, engine: TimedEngine, config: TrainConfig, in_flight:
             games=in_flight,
             games_in_flight=in_flight,
             rng=rng,
-            max_new_tokens=config.max_new_tokens,
-            temperature=1.0,
-            top_p=1.0,
+            sampling=Sampling(1.0, 1.0, config.max_new_tokens),
             max_game_actions=config.max_game_actions,
             invalid_penalty=-1.5,
             invalid_opponent_reward=0.5,

@@ -76,8 +76,8 @@ def first_wave(model_dir: Path, config: TrainConfig) -> list[list[int]]:
     specs, weights = parse_mixture(config.games, config.game_weights)
     collect(
         policy, specs, weights, min_samples=0, games=config.games_in_flight, games_in_flight=config.games_in_flight,
-        rng=np.random.default_rng(0), temperature=config.temperature, max_new_tokens=config.max_new_tokens,
-        top_p=config.top_p, max_game_actions=config.max_game_actions, obs_format=config.obs_format, pool=EnvPool(),
+        rng=np.random.default_rng(0), sampling=config.sampling, max_game_actions=config.max_game_actions,
+        obs_format=config.obs_format, pool=EnvPool(),
         invalid_penalty=config.invalid_penalty, invalid_opponent_reward=config.invalid_opponent_reward,
     )  # fmt: skip
     return engine.wave
@@ -99,7 +99,7 @@ def waves(model_dir: Path, config: TrainConfig, repeats: int) -> dict[str, dict]
     for repeat in range(repeats):  # interleaved, so a busy minute hits every engine alike
         for name, engine in engines.items():
             start = time.perf_counter()
-            out = engine.generate(prompts, config.max_new_tokens, config.temperature, config.top_p, seed=repeat)
+            out = engine.generate(prompts, config.sampling, seed=repeat)
             times[name].append(time.perf_counter() - start)
             tokens[name].append(sum(len(c.token_ids) for c in out))
     return {

@@ -43,6 +43,7 @@ from spiral_arena.agents import Agent
 from spiral_arena.analysis import kuhn_exploitability
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Game, InFlight, Spent, check_concurrency, default_concurrency, own_copy
+from spiral_arena.play import GameRecord, game_moves
 from spiral_arena.processes import ignore_sigint, sigint_held
 from spiral_arena.registry import GameSpec
 
@@ -70,45 +71,34 @@ def play_game(
     the game as an error; it returns the game's row. The game's rules read as one loop, whoever drives it
     and however many other games share the driver's waves."""
     started, clock = store.now(), time.perf_counter()
-    env.reset(seed=job.seed)
-    seats = {name: i for i, name in enumerate(env.possible_agents)}
-    moves: list[list[int | str]] = []
-    invalid = [False] * len(entrants)
-    reason = error = error_seat = winner = None
-    for name in env.agent_iter():
-        observation, _, terminated, truncated, info = env.last()
-        seat = seats[name]
-        if terminated or truncated:
-            if "invalid_move" in info:
-                invalid[seat], reason = True, info["invalid_move"]
-            winner = info.get("outcome", {}).get("winner")
-            env.step(None)
-            continue
-        try:
-            action = yield seat, observation, info
-            if not isinstance(action, str):
-                raise TypeError(f"act() returned {type(action).__name__}, not str")
-        except Exception as exc:  # any failure of an agent ends the game as an error, never a score
-            error, error_seat = f"{entrants[seat].label} ({name}) failed: {type(exc).__name__}: {exc}", seat
-            break
-        moves.append([seat, action])
-        env.step(action)
-    finished = error is None
-    chips = getattr(env.state_, "chips", None) if finished else None
+    # any failure of an agent ends the game as an error, never a score
+    record = yield from game_moves(env, job.seed, errors=(Exception,))
+    chips = getattr(env.state_, "chips", None) if record.error is None else None
+    payoffs = None if chips is None else tuple(map(float, chips))
+    return record_row(job, entrants, record, payoffs, duration_s=time.perf_counter() - clock, started_at=started)
+
+
+def record_row(
+    job: Job, entrants: Sequence[Entrant], record: GameRecord, payoffs: tuple[float, ...] | None, **columns: Any
+) -> store.GameRow:
+    """The stored row of a played game's record (``payoffs``: the chips of a game that keeps them)."""
+    finished = record.error is None
+    seats = {name: seat for seat, name in enumerate(record.players)}
+    agent = record.players[record.error_seat] if record.error_seat is not None else ""
+    moves = [[seats[name], text] for name, text in record.moves]
     return _row(
         job,
         entrants,
-        rewards=tuple(map(float, env.returns)) if finished else (None, None),
-        payoffs=(None, None) if chips is None else tuple(map(float, chips)),
-        invalid=invalid,
-        success=winner == env.possible_agents[0] if finished and len(entrants) == 1 else None,
-        invalid_reason=reason,
-        error=error,
-        error_seat=error_seat,
-        transcript={"moves": moves, "end": env.log.latest(0).removeprefix("[GAME] ") if finished else None},
-        steps=len(moves),
-        duration_s=time.perf_counter() - clock,
-        started_at=started,
+        rewards=tuple(map(float, record.returns)) if finished else (None, None),
+        payoffs=payoffs or (None, None),
+        invalid=[name in record.invalid for name in record.players],
+        success=record.winner == record.players[0] if finished and len(entrants) == 1 else None,
+        invalid_reason=next(reversed(record.invalid.values()), None),
+        error=None if finished else f"{entrants[record.error_seat].label} ({agent}) failed: {record.error}",
+        error_seat=record.error_seat,
+        transcript={"moves": moves, "end": record.ends[0] if finished else None},
+        steps=record.steps,
+        **columns,
     )
 
 

@@ -193,7 +193,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "vllm: temperature fixed at 1",
         "spiral_arena/models/vllm.py",
-        "temperature=temperature,",
+        "temperature=sampling.temperature,",
         "temperature=1.0,",
         (VLLM_SAMPLING,),
         requires="vllm",
@@ -202,7 +202,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "vllm: top-p fixed at 1",
         "spiral_arena/models/vllm.py",
-        "top_p=top_p,",
+        "top_p=sampling.top_p,",
         "top_p=1.0,",
         (VLLM_SAMPLING,),
         requires="vllm",

@@ -129,7 +129,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     for g, record in played:
         if record.error is not None:  # an interrupted game is reported, never scored
             errors += 1
-            print(f"game {g + 1} (seed {record.seed}) stopped by an API error: {record.error}")
+            print(f"game {g + 1} (seed {record.seed}) stopped by {record.error}")
             continue
         for i, r in enumerate(record.returns):
             totals[i] += r

@@ -15,18 +15,47 @@ from spiral_arena.registry import make
 
 @dataclass
 class GameRecord:
+    """What happened in one game: the one record ``spiral-arena play``, the leaderboard (which stores it as a
+    row, ``leaderboard.runner.record_row``) and the trainer (inside each ``GameResult``) keep of a game."""
+
     seed: int | None
     players: tuple[str, ...] = ()  # the env's agent names, in seat order
-    returns: tuple[float, ...] = ()
+    returns: tuple[float, ...] = ()  # what the env paid each seat (so far, for a truncated game)
     invalid: dict[str, str] = field(default_factory=dict)  # offender -> reason
     moves: list[tuple[str, str]] = field(default_factory=list)  # (player, answer as given), in order
     ends: tuple[str, ...] = ()  # each seat's last message: the game's verdict as that player read it
-    error: str | None = None  # an API failure that stopped the game: it is not scored
+    error: str | None = None  # "Type: message" of an agent failure that stopped the game: it is not scored
+    error_seat: int | None = None  # whose agent failed
     outcome: dict[str, Any] = field(default_factory=dict)  # the env's ``outcome``: winner (a name or None), reason
 
     @property
     def steps(self) -> int:
         return len(self.moves)
+
+    @property
+    def winner(self) -> str | None:
+        return self.outcome.get("winner")
+
+    @property
+    def truncated(self) -> bool:
+        """Stopped by a cap outside the rules (``TextGameEnv.truncate``), without a result."""
+        return self.outcome.get("reason") == "truncation"
+
+    @property
+    def invalid_seat(self) -> int | None:
+        """The seat of the (first) player whose invalid answer ended the game, or None."""
+        return next((self.players.index(name) for name in self.players if name in self.invalid), None)
+
+
+def read_end(env: TextGameEnv, record: GameRecord) -> GameRecord:
+    """``record`` with what the env says of its game once it is over, before its agents step out (stepping
+    out clears their infos): the returns, each offender's reason, the outcome and each seat's last message."""
+    infos, players = env.infos, env.possible_agents
+    record.returns = env.returns
+    record.invalid = {a: infos[a]["invalid_move"] for a in players if "invalid_move" in infos[a]}
+    record.outcome = infos[players[0]].get("outcome", {})
+    record.ends = tuple(env.log.latest(seat).removeprefix("[GAME] ") for seat in range(len(players)))
+    return record
 
 
 def agent_seed(seed: int | None, seat: int) -> int | None:
@@ -39,10 +68,12 @@ def game_moves(
     seed: int | None,
     on_step: Callable[[str, str], None] | None = None,
     max_moves: int | None = None,
+    errors: tuple[type[Exception], ...] = (APIError,),
 ) -> Generator[Decision, str, GameRecord]:
     """One game in ``env`` as a coroutine (``spiral_arena.inflight``): it yields each decision and is
-    sent the seat's answer; an API failure thrown in stops the game (``GameRecord.error``). A game still
-    going after ``max_moves`` answers is truncated (a cap outside the rules, as a trainer sets)."""
+    sent the seat's answer; a failure of one of ``errors`` thrown in (or an answer that is not a str)
+    stops the game (``GameRecord.error``), any other propagates. A game still going after ``max_moves``
+    answers is truncated (a cap outside the rules, as a trainer sets)."""
     env.reset(seed=seed)
     record = GameRecord(seed, tuple(env.possible_agents))
     for name in env.agent_iter():
@@ -51,22 +82,22 @@ def game_moves(
             env.truncate()
             observation, _, terminated, truncated, info = env.last()
         if terminated or truncated:
-            if "invalid_move" in info:
-                record.invalid[name] = info["invalid_move"]
-            record.outcome = info.get("outcome", {})
+            if not record.outcome:  # the first player to step out: every info still holds the end
+                read_end(env, record)
             env.step(None)
             continue
+        seat = env.possible_agents.index(name)
         try:
-            action = yield env.possible_agents.index(name), observation, info
-        except APIError as error:
-            record.error = str(error)
+            action = yield seat, observation, info
+            if not isinstance(action, str):
+                raise TypeError(f"act() returned {type(action).__name__}, not str")
+        except errors as error:
+            record.error, record.error_seat = f"{type(error).__name__}: {error}", seat
             return record
         if on_step is not None:
             on_step(name, action)
         env.step(action)
         record.moves.append((name, action))
-    record.returns = env.returns
-    record.ends = tuple(env.log.latest(seat).removeprefix("[GAME] ") for seat in range(len(env.possible_agents)))
     return record
 
 

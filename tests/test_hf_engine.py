@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import spiral_arena  # noqa: E402
+from spiral_arena.models import Sampling  # noqa: E402
 from spiral_arena.models.hf import HFEngine  # noqa: E402
 from spiral_arena.models.prompting import stop_token_ids  # noqa: E402
 from trainers.tiny import build_model, build_tokenizer, game_corpus  # noqa: E402
@@ -98,12 +99,12 @@ def test_stops_on_every_stop_token_and_keeps_it_last(tok, replies, taught):
     stops = stop_token_ids(tok)
     assert stops == [end, eos]  # the chat template's end of turn first, then the tokenizer's EOS
     engine = HFEngine(taught, stops, tok.pad_token_id)
-    completions = engine.generate([prompt for prompt, _ in replies], 12, 0.0, 1.0, seed=0)
+    completions = engine.generate([prompt for prompt, _ in replies], Sampling(0.0, 1.0, 12), seed=0)
     for (_, reply), completion, stop in zip(replies, completions, stops, strict=True):
         through_stop = reply[: reply.index(stop) + 1]
         assert completion.token_ids == through_stop  # nothing after the stop token
         assert completion.finished and len(completion.logprobs) == len(through_stop)
-    cut = engine.generate([replies[0][0]], 2, 0.0, 1.0, seed=0)[0]
+    cut = engine.generate([replies[0][0]], Sampling(0.0, 1.0, 2), seed=0)[0]
     assert cut.token_ids == replies[0][1][:2] and not cut.finished
 
 
@@ -114,7 +115,8 @@ def test_vocabulary_projection_only_for_the_last_position(tok, untrained):
         lambda module, args, output: lengths.append(args[0].shape[1])
     )
     try:
-        HFEngine(untrained, stop_token_ids(tok), tok.pad_token_id).generate(kuhn_prompts(tok, 3), 5, 1.0, 1.0, seed=0)
+        engine = HFEngine(untrained, stop_token_ids(tok), tok.pad_token_id)
+        engine.generate(kuhn_prompts(tok, 3), Sampling(1.0, 1.0, 5), seed=0)
     finally:
         hook.remove()
     assert len(lengths) == 5  # one prefill, then one call per token after the first
@@ -130,9 +132,9 @@ def test_batched_equals_one_prompt_at_a_time(tok, replies, weights, request):
     prompts = [prompt for prompt, _ in replies] + kuhn_prompts(tok, 1)
     prompts += [chat_prompt(tok, "hi"), chat_prompt(tok, "What is your next move?")]
     assert len({len(p) for p in prompts}) == len(prompts)
-    batched = engine.generate(prompts, 10, 0.0, 1.0, seed=0)
+    batched = engine.generate(prompts, Sampling(0.0, 1.0, 10), seed=0)
     for prompt, together in zip(prompts, batched, strict=True):
-        alone = engine.generate([prompt], 10, 0.0, 1.0, seed=0)[0]
+        alone = engine.generate([prompt], Sampling(0.0, 1.0, 10), seed=0)[0]
         assert (together.token_ids, together.finished) == (alone.token_ids, alone.finished)
         assert together.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
     if weights == "taught":  # the two taught replies stop early, while other rows may run on beside them
@@ -146,19 +148,19 @@ def test_sampled_row_does_not_depend_on_its_neighbours(tok, untrained):
     seed and its place in the batch, whatever the other prompts are and however much padding they bring."""
     engine = HFEngine(untrained, stop_token_ids(tok), tok.pad_token_id)
     first, last = chat_prompt(tok, "hi"), chat_prompt(tok, "What is your next move?")
-    with_long = engine.generate([first, *kuhn_prompts(tok, 1), last], 8, 1.0, 0.9, seed=7)
-    with_short = engine.generate([first, chat_prompt(tok, "ok"), last], 8, 1.0, 0.9, seed=7)
+    with_long = engine.generate([first, *kuhn_prompts(tok, 1), last], Sampling(1.0, 0.9, 8), seed=7)
+    with_short = engine.generate([first, chat_prompt(tok, "ok"), last], Sampling(1.0, 0.9, 8), seed=7)
     for i in (0, 2):
         assert with_long[i].token_ids == with_short[i].token_ids
         assert with_long[i].logprobs == pytest.approx(with_short[i].logprobs, abs=1e-5)
-    assert engine.generate([first], 8, 1.0, 0.9, seed=8)[0].token_ids != with_long[0].token_ids
+    assert engine.generate([first], Sampling(1.0, 0.9, 8), seed=8)[0].token_ids != with_long[0].token_ids
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_logprobs_match_a_full_forward_pass(tok, untrained, temperature):
     engine = HFEngine(untrained, stop_token_ids(tok), tok.pad_token_id)
     prompts = kuhn_prompts(tok, 2) + [chat_prompt(tok, "hi")]
-    completions = engine.generate(prompts, 8, temperature, 1.0, seed=3)
+    completions = engine.generate(prompts, Sampling(temperature, 1.0, 8), seed=3)
     with torch.no_grad():
         for prompt, completion in zip(prompts, completions, strict=True):
             ids = torch.tensor([prompt + completion.token_ids])

@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from spiral_arena.models import Sampling  # noqa: E402
 from spiral_arena.models.hf import HFEngine  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
@@ -18,7 +19,7 @@ from trainers.pool import OpponentPool  # noqa: E402
 from trainers.rollout import collect, parse_mixture  # noqa: E402
 from trainers.tiny import create_tiny  # noqa: E402
 
-SAMPLING = {"max_new_tokens": 6, "temperature": 1.0, "top_p": 1.0}
+SAMPLING = Sampling(1.0, 1.0, 6)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def nudge(model, scale: float = 0.5) -> None:
 
 def test_snapshots_are_frozen_copies_and_only_the_last_k_are_kept(tiny):
     model, policy = tiny
-    pool = OpponentPool(model, policy, size=3, prob=0.5, generation=SAMPLING, seed=0)
+    pool = OpponentPool(model, policy, size=3, prob=0.5, sampling=SAMPLING, seed=0)
     frozen = {}
     for step in range(5):
         pool.add(model, step)
@@ -60,7 +61,7 @@ def test_snapshots_are_drawn_with_the_given_probability_and_uniformly(tiny):
     model, policy = tiny
     rng = np.random.default_rng(1)
     assert OpponentPool(model, policy, 2, 0.9, SAMPLING, 0).draw(rng) is None  # an empty pool: self-play
-    pool = OpponentPool(model, policy, size=3, prob=0.3, generation=SAMPLING, seed=0)
+    pool = OpponentPool(model, policy, size=3, prob=0.3, sampling=SAMPLING, seed=0)
     for step in range(3):
         pool.add(model, step)
     draws = [pool.draw(rng) for _ in range(6000)]
@@ -77,16 +78,16 @@ def test_snapshots_are_drawn_with_the_given_probability_and_uniformly(tiny):
 
 def test_a_snapshot_plays_with_its_own_weights(tiny):
     model, policy = tiny
-    greedy = {**SAMPLING, "temperature": 0.0}
-    pool = OpponentPool(model, policy, size=2, prob=1.0, generation=greedy, seed=0)
+    greedy = Sampling(0.0, 1.0, 6)
+    pool = OpponentPool(model, policy, size=2, prob=1.0, sampling=greedy, seed=0)
     observations = ["[GAME] Your turn. Legal actions: [check], [bet].\nYour card: K."] * 3
     then = policy.decode_batch(
-        [c.token_ids for c in policy.engine.generate(policy.prompt_ids_batch(observations), 6, 0.0, 1.0, 0)]
+        [c.token_ids for c in policy.engine.generate(policy.prompt_ids_batch(observations), Sampling(0.0, 1.0, 6), 0)]
     )
     pool.add(model, 0)
     nudge(model, 2.0)
     now = policy.decode_batch(
-        [c.token_ids for c in policy.engine.generate(policy.prompt_ids_batch(observations), 6, 0.0, 1.0, 0)]
+        [c.token_ids for c in policy.engine.generate(policy.prompt_ids_batch(observations), Sampling(0.0, 1.0, 6), 0)]
     )
     assert now != then  # the live policy changed ...
     assert pool.snapshots[0].act_batch(observations, [{}] * 3) == then  # ... its snapshot still answers as before
@@ -94,13 +95,12 @@ def test_a_snapshot_plays_with_its_own_weights(tiny):
 
 def test_pool_games_train_only_the_learners_seat(tiny):
     model, policy = tiny
-    pool = OpponentPool(model, policy, size=2, prob=0.5, generation=SAMPLING, seed=0)
+    pool = OpponentPool(model, policy, size=2, prob=0.5, sampling=SAMPLING, seed=0)
     pool.add(model, 0)
     specs, weights = parse_mixture("KuhnPoker-v0:rounds=1", "")
     results = collect(
         policy, specs, weights, min_samples=400, games_in_flight=32, rng=np.random.default_rng(0),
-        temperature=1.0, invalid_penalty=-1.5, invalid_opponent_reward=0.5, snapshots=pool,
-        max_new_tokens=6, top_p=1.0, max_game_actions=10,
+        sampling=SAMPLING, invalid_penalty=-1.5, invalid_opponent_reward=0.5, snapshots=pool, max_game_actions=10,
     )  # fmt: skip
     against = [g for g in results if g.snapshot_step is not None]
     selfplay = [g for g in results if g.snapshot_step is None]

@@ -81,7 +81,7 @@ def test_an_api_failure_stops_only_its_own_game(endpoint, capsys):
     args = ["KuhnPoker-v0:rounds=1", "--p0", f"openai:a@{server.url}#max_retries=0", "--p1", "expert"]
     code, out = run_play(capsys, *args, "--games", "10", "--seed", "3", "--concurrency", "4", "--quiet")
     assert code == 1
-    assert out.count("stopped by an API error") == 1 and "is down" in out
+    assert out.count("stopped by APIError") == 1 and "is down" in out
     assert "9 game(s) of KuhnPoker-v0:rounds=1, 1 stopped by errors (not scored)" in out
 
 

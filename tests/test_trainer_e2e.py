@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from spiral_arena.models import Sampling  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import train  # noqa: E402
 
@@ -145,11 +146,11 @@ def test_checkpoint_plays_as_an_hf_agent(finished_run):
     assert agent.obs_format == "last" and agent.policy.template == "bare"
     # unset sampling settings are the ones the run evaluated with; given ones win
     config = json.loads((finished_run / "config.json").read_text())
-    assert (agent.temperature, agent.top_p, agent.max_new_tokens) == (config["eval_temperature"], config["top_p"], 12)
-    assert make_agent(f"hf:{path}").max_new_tokens == config["max_new_tokens"]
-    assert make_agent(f"hf:{path}", temperature=0).temperature == 0
-    assert make_agent(f"hf:{path}#temperature=0#max_new_tokens=5").temperature == 0  # options in the spec
-    assert make_agent(f"hf:{path}#temperature=0.5", temperature=0.2).temperature == 0.2  # a kwarg wins
+    assert agent.sampling == Sampling(config["eval_temperature"], config["top_p"], 12)
+    assert make_agent(f"hf:{path}").sampling.max_new_tokens == config["max_new_tokens"]
+    assert make_agent(f"hf:{path}", temperature=0).sampling.temperature == 0
+    assert make_agent(f"hf:{path}#temperature=0#max_new_tokens=5").sampling.temperature == 0  # options in the spec
+    assert make_agent(f"hf:{path}#temperature=0.5", temperature=0.2).sampling.temperature == 0.2  # a kwarg wins
     env = spiral_arena.make("KuhnPoker-v0")  # full-history observations: the agent reads the last message
     record = play_game(env, [agent, RandomAgent(0)], seed=1)
     assert sum(record.returns) == 0

@@ -11,11 +11,12 @@ pytest.importorskip("torch")
 
 from test_trainer_units import CharTokenizer, EchoEngine, kuhn_answer  # noqa: E402
 
+from spiral_arena.models import Sampling  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
 from spiral_arena.registry import GameSpec  # noqa: E402
 from trainers.evaluate import play_against  # noqa: E402
 
-GENERATION = {"max_new_tokens": 8, "temperature": 1.0, "top_p": 1.0, "max_game_actions": 50}
+GENERATION = {"sampling": Sampling(1.0, 1.0, 8), "max_game_actions": 50}
 
 
 def evaluate(answer, game: str, opponents: list[str], n_games: int, seed: int = 5, **options):

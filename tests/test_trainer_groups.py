@@ -15,6 +15,7 @@ pytest.importorskip("transformers")
 
 from test_trainer_units import CharTokenizer, EchoEngine, play  # noqa: E402
 
+from spiral_arena.models import Sampling  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
 from trainers.belief import log_beliefs  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
@@ -53,7 +54,7 @@ def test_a_group_shares_its_seed_and_secret_and_nothing_else():
     assert len(results) == 12
     by_seed: dict[int, list] = {}
     for r in results:
-        by_seed.setdefault(r.seed, []).append(r)
+        by_seed.setdefault(r.record.seed, []).append(r)
     assert sorted(len(g) for g in by_seed.values()) == [4, 4, 4]  # three groups of four
     for games in by_seed.values():
         assert len({g.secret for g in games}) == 1  # one secret per group
@@ -61,10 +62,10 @@ def test_a_group_shares_its_seed_and_secret_and_nothing_else():
         assert len(set(questions)) == 4  # what was sampled differs
     assert len({games[0].secret for games in by_seed.values()}) == 3  # and the groups' secrets differ
     again = groups(0)
-    assert [(r.seed, r.secret) for r in sorted(again, key=lambda r: r.seed)] == [
-        (r.seed, r.secret) for r in sorted(results, key=lambda r: r.seed)
+    assert [(r.record.seed, r.secret) for r in sorted(again, key=lambda r: r.record.seed)] == [
+        (r.record.seed, r.secret) for r in sorted(results, key=lambda r: r.record.seed)
     ]  # seeded: the same groups again
-    assert {r.seed for r in groups(1)}.isdisjoint(by_seed)
+    assert {r.record.seed for r in groups(1)}.isdisjoint(by_seed)
 
 
 def test_turn_penalties_end_reward_and_final_observation():
@@ -126,12 +127,12 @@ def test_a_wave_asks_the_judge_at_once_and_failed_games_leave_the_update():
     config = TrainConfig.build({"algo": "starpo", "games": spec})
     for index, game in enumerate(results):
         game.shaped = (float(index**2),)  # every game its own return, so a group's normalisation shows who is in it
-    keys = [r.seed for r in results]
+    keys = [r.record.seed for r in results]
     stats = group_advantages(results, keys, config, model=None, policy=None)
     assert stats == {"judge/dropped_games": 1.0}
     assert all(t.advantage == 0.0 for t in failed.turns)
     answered = [r for r in results if r is not failed]
-    expected = starpo_advantages([g.shaped[0] for g in answered], [g.seed for g in answered])
+    expected = starpo_advantages([g.shaped[0] for g in answered], [g.record.seed for g in answered])
     for game, advantage in zip(answered, expected, strict=True):
         assert [t.advantage for t in game.turns] == pytest.approx([advantage] * 2)
     # had the failed game stayed in its group, the others' advantages would differ
@@ -326,7 +327,7 @@ def test_held_out_evaluation_plays_every_secret_k_times(tmp_path):
         drawn.append(env.state_.secret)
     assert drawn == ["dog", "cat", "apple"]  # one seed per secret, in word-list order
     policy = Policy(EchoEngine(CharTokenizer(), lambda p: "\\boxed{Is it a dog?}"), CharTokenizer(), "bare")
-    generation = dict(max_new_tokens=8, temperature=1.0, top_p=1.0, max_game_actions=20, obs_format="")
+    generation = dict(sampling=Sampling(1.0, 1.0, 8), max_game_actions=20, obs_format="")
     metrics = play_against(policy, [spec], ["random"], 5, seed=100, secret_samples=4, **generation)
     key = f"eval/{spec.label}"
     assert metrics[f"{key}/mean_at_4"] == pytest.approx(1 / 3) and metrics[f"{key}/pass_at_4"] == pytest.approx(1 / 3)

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spiral_arena.models import Completion  # noqa: E402
+from spiral_arena.models import Completion, Sampling  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
 from spiral_arena.registry import GameSpec  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
@@ -117,7 +117,7 @@ class EchoEngine:
     def __init__(self, tokenizer, answer):
         self.tokenizer, self.answer, self.calls = tokenizer, answer, []
 
-    def generate(self, prompts, max_new_tokens, temperature, top_p, seed):
+    def generate(self, prompts, sampling, seed):
         self.calls.append(prompts)
         return [Completion(self.tokenizer.encode(self.answer(p)), [0.0], True) for p in prompts]
 
@@ -151,9 +151,7 @@ class CharTokenizer:
 def play(policy, specs, weights, **options):
     """``collect`` with the settings these tests share (short answers, SPIRAL's shaping)."""
     settings = dict(
-        max_new_tokens=8,
-        temperature=1.0,
-        top_p=1.0,
+        sampling=Sampling(1.0, 1.0, 8),
         max_game_actions=50,
         invalid_penalty=-1.5,
         invalid_opponent_reward=0.5,
@@ -207,14 +205,14 @@ def play_kuhn_hands(engine) -> list:
 def check_each_game_got_its_own_replies(results) -> None:
     """Every turn holds the reply to its own prompt, and every hand ended as its own cards say."""
     for r in results:
-        assert r.invalid_by is None
+        assert r.record.invalid_seat is None
         cards = {t.role: t.prompt.rsplit("Your card: ", 1)[1][0] for t in r.turns}
         for t in r.turns:
             assert t.response == kuhn_answer(t.prompt_ids)
             assert t.reward == r.shaped[t.role]
         assert sorted(cards) == [0, 1]  # both seats decide at least once in a hand
         winner = max(cards, key=lambda seat: "JQK".index(cards[seat]))
-        assert r.returns[winner] == 1.0
+        assert r.record.returns[winner] == 1.0
 
 
 def test_each_game_gets_its_own_completion():
@@ -237,7 +235,9 @@ def test_invalid_answers_are_shaped_and_attributed():
     specs, weights = parse_mixture("TicTacToe-v0", "")
     results = play(policy, specs, weights, min_samples=5, games_in_flight=4, rng=np.random.default_rng(1))
     for r in results:
-        assert r.invalid_by == 0 and r.shaped == (-1.5, 0.5) and r.returns == (-1.0, 1.0)
+        assert r.record.invalid_seat == 0 and r.shaped == (-1.5, 0.5) and r.record.returns == (-1.0, 1.0)
+        assert r.record.invalid == {"player_0": r.record.invalid["player_0"]} and r.record.winner == "player_1"
+        assert r.record.moves == [("player_0", "\\boxed{[9]}")]  # the record play and the leaderboard keep
 
 
 def test_truncation_is_a_draw():
@@ -252,7 +252,8 @@ def test_truncation_is_a_draw():
     results = play(
         policy, specs, weights, min_samples=4, games_in_flight=2, rng=np.random.default_rng(2), max_game_actions=4
     )
-    assert all(r.truncated and r.shaped == (0.0, 0.0) and r.actions == 4 for r in results)
+    assert all(r.record.truncated and r.shaped == (0.0, 0.0) and r.record.steps == 4 for r in results)
+    assert all(r.record.outcome == {"winner": None, "reason": "truncation"} for r in results)
 
 
 def test_fixed_opponent_trains_one_seat_alternating():

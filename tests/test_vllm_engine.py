@@ -19,6 +19,7 @@ pytest.importorskip(
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+from spiral_arena.models import Sampling
 from spiral_arena.models.prompting import stop_token_ids  # noqa: E402
 from spiral_arena.models.vllm import SEED_SPACE, VLLMEngine, VLLMSettings, request_seeds  # noqa: E402
 
@@ -96,7 +97,7 @@ def kuhn_prompts(tok, n: int) -> list[list[int]]:
 
 
 def largest_gap(engine, model, prompts, temperature: float = 1.0, top_p: float = 1.0) -> float:
-    completions = engine.generate(prompts, 8, temperature, top_p, seed=5)
+    completions = engine.generate(prompts, Sampling(temperature, top_p, 8), seed=5)
     gaps = [
         abs(a - b)
         for prompt, c in zip(prompts, completions, strict=True)
@@ -124,7 +125,7 @@ def test_a_wave_longer_than_the_old_prefill_chunk_samples_with_seeds(engine, tok
     does not use offset" under chunked prefill."""
     prompts = kuhn_prompts(tok, 8) * 12
     assert sum(map(len, prompts)) > 4096
-    assert len(engine.generate(prompts, 4, 1.0, 1.0, seed=1)) == len(prompts)
+    assert len(engine.generate(prompts, Sampling(1.0, 1.0, 4), seed=1)) == len(prompts)
 
 
 def test_head_size_16_is_refused_before_vllm_builds(tmp_path):
@@ -141,7 +142,7 @@ def test_reported_logprobs_are_the_learners_at_the_requested_sampling(engine, ti
     """A sampled token's log-prob equals the learner's under the tempered nucleus distribution; the
     on-policy check of training rests on this. The same tokens read at temperature 1, top-p 1 differ."""
     model, prompts = learner(tiny), kuhn_prompts(tok, 4)
-    completions = engine.generate(prompts, 8, temperature, top_p, seed=3)
+    completions = engine.generate(prompts, Sampling(temperature, top_p, 8), seed=3)
     for prompt, c in zip(prompts, completions, strict=True):
         expected = reference_logprobs(model, prompt, c.token_ids, temperature, top_p)
         assert c.logprobs == pytest.approx(expected, abs=1e-4)
@@ -156,7 +157,7 @@ def test_stop_tokens_end_replies_and_only_they_finish_one(engine, tok):
     stops = [t for t in range(100, 160) if t != tok.eos_token_id]  # ~6% of the vocabulary: some replies stop
     original, engine.stop_ids = engine.stop_ids, stops
     try:
-        completions = engine.generate(kuhn_prompts(tok, 4) * 8, 12, 1.0, 1.0, seed=2)
+        completions = engine.generate(kuhn_prompts(tok, 4) * 8, Sampling(1.0, 1.0, 12), seed=2)
     finally:
         engine.stop_ids = original
     for c in completions:
@@ -170,13 +171,14 @@ def test_identical_prompts_get_their_own_reproducible_samples(engine, tok):
     """64 copies of one prompt must not collapse into one sample (one shared seed would do that), a wave's
     seed gives the same wave again, and a request's own seed gives its sample whatever else is batched."""
     prompt = kuhn_prompts(tok, 1)[0]
-    wave = engine.generate([prompt] * 64, 8, 1.0, 1.0, seed=7)
+    wave = engine.generate([prompt] * 64, Sampling(1.0, 1.0, 8), seed=7)
     assert len({tuple(c.token_ids) for c in wave}) >= 20  # near-uniform over ~1,000 tokens: ~64 expected
-    again = engine.generate([prompt] * 64, 8, 1.0, 1.0, seed=7)
+    again = engine.generate([prompt] * 64, Sampling(1.0, 1.0, 8), seed=7)
     assert [c.token_ids for c in again] == [c.token_ids for c in wave]
     seeds = request_seeds(7, 64)
-    alone = engine.generate([prompt] * 3, 8, 1.0, 1.0, seed=seeds[10:13])
-    mixed = engine.generate(kuhn_prompts(tok, 5) + [prompt] * 3, 8, 1.0, 1.0, seed=[1, 2, 3, 4, 5, *seeds[10:13]])
+    alone = engine.generate([prompt] * 3, Sampling(1.0, 1.0, 8), seed=seeds[10:13])
+    mixed_seeds = [1, 2, 3, 4, 5, *seeds[10:13]]
+    mixed = engine.generate(kuhn_prompts(tok, 5) + [prompt] * 3, Sampling(1.0, 1.0, 8), seed=mixed_seeds)
     assert [c.token_ids for c in alone] == [c.token_ids for c in wave[10:13]] == [c.token_ids for c in mixed[5:]]
 
 
@@ -190,7 +192,7 @@ def test_request_seeds_are_distinct_reproducible_and_in_range():
 
 def test_a_prompt_beyond_max_model_len_is_a_clear_error(engine):
     with pytest.raises(ValueError, match="exceeds the vLLM engine's max_model_len of 1024"):
-        engine.generate([[5] * 1020], 8, 1.0, 1.0, seed=0)
+        engine.generate([[5] * 1020], Sampling(1.0, 1.0, 8), seed=0)
 
 
 # ---- weight sync -------------------------------------------------------------------------------------------

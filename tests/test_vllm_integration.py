@@ -152,7 +152,7 @@ def test_a_vllm_agent_plays_the_same_games_in_flight_as_one_at_a_time(checkpoint
     from spiral_arena.play import play_games
 
     agent = make_agent(f"vllm:{checkpoint}{ENGINE}")
-    assert agent.temperature == 0.6  # the run's evaluation sampling, recorded in the checkpoint
+    assert agent.sampling.temperature == 0.6  # the run's evaluation sampling, recorded in the checkpoint
 
     def games(concurrency: int) -> list:
         seated = [agent, make_agent("random")]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from spiral_arena.models import Sampling
 from spiral_arena.models.checkpoints import SETTINGS_FILE
 
 STATE_FILE = "trainer_state.pt"
@@ -70,11 +71,9 @@ def save(
         "base_model": extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
         # how the run evaluated it: hf:/vllm:PATH play with these unless told otherwise, so a checkpoint
         # plays as well as the run's own evaluation said
-        "sampling": {
-            "temperature": config.get("eval_temperature", 1.0),
-            "top_p": config.get("top_p", 1.0),
-            "max_new_tokens": config.get("max_new_tokens", 256),
-        },
+        "sampling": Sampling(
+            config.get("eval_temperature", 1.0), config.get("top_p", 1.0), config.get("max_new_tokens", 256)
+        ).as_dict(),
     }
     (tmp / SETTINGS_FILE).write_text(json.dumps(settings))
     shutil.rmtree(final, ignore_errors=True)

@@ -14,6 +14,7 @@ import logging
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from spiral_arena.models import Sampling
 from trainers.recipes import ALGO_RECIPES, RECIPES
 from trainers.validation import ConfigError, check, count_entries, hides_history, unknown_field, with_recap
 
@@ -299,3 +300,13 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def sampling(self) -> Sampling:
+        """How rollouts sample (and population snapshots play)."""
+        return Sampling(self.temperature, self.top_p, self.max_new_tokens)
+
+    @property
+    def eval_sampling(self) -> Sampling:
+        """How evaluation samples, and what checkpoints record for whoever plays them."""
+        return Sampling(self.eval_temperature, self.top_p, self.max_new_tokens)

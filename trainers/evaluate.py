@@ -19,6 +19,7 @@ from spiral_arena.agents import make_agent
 from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
 from spiral_arena.analysis.tictactoe import tactics_from_scores
 from spiral_arena.evals.metrics import benchmark_metrics
+from spiral_arena.models import Sampling
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.scoring import answer_scorer
 from spiral_arena.play import play_games
@@ -51,9 +52,8 @@ class Learner:
     holds a copy, and a wave's decisions of all copies go to the engine in one call, sampled with a seed
     drawn from the evaluation's own generator (so one evaluation seed gives the same games run to run)."""
 
-    def __init__(self, policy: Policy, rng: np.random.Generator, max_new_tokens: int, temperature: float, top_p: float):
-        self.policy, self.rng = policy, rng
-        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
+    def __init__(self, policy: Policy, rng: np.random.Generator, sampling: Sampling):
+        self.policy, self.rng, self.sampling = policy, rng, sampling
 
     @property
     def batch_key(self) -> Policy:
@@ -63,8 +63,7 @@ class Learner:
     def act_together(agents: Sequence[Learner], observations: list[str]) -> list[str]:
         me = agents[0]
         prompts = me.policy.prompt_ids_batch(observations)
-        seed = int(me.rng.integers(2**31))
-        completions = me.policy.engine.generate(prompts, me.max_new_tokens, me.temperature, me.top_p, seed=seed)
+        completions = me.policy.engine.generate(prompts, me.sampling, seed=int(me.rng.integers(2**31)))
         return me.policy.decode_batch([c.token_ids for c in completions])
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
@@ -87,7 +86,8 @@ def play_against(
     API opponent's requests concurrently. A game cut
     at ``max_game_actions`` counts as a draw. A single-player game has no opponent: it is played once,
     as "solo" (``solo_success``); Twenty Questions with ``secret_samples`` k > 0 plays every secret of its word list k
-    times (``secret_success``), and again with ``long_questions`` questions allowed when that is > 0."""
+    times (``secret_success``), and again with ``long_questions`` questions allowed when that is > 0.
+    ``generation``: ``collect``'s settings (``sampling``, ``max_game_actions``, ``obs_format``)."""
     metrics: dict[str, float] = {}
     for spec in games:
         solo = spec.players == 1
@@ -106,7 +106,7 @@ def play_against(
         for name in opponents:
             rng = np.random.default_rng(seed)
             seeds = [int(s) for s in rng.integers(2**31, size=2 * n_games)]  # n_games in each seat
-            learner = Learner(policy, rng, generation["max_new_tokens"], generation["temperature"], generation["top_p"])
+            learner = Learner(policy, rng, generation["sampling"])
             seated = [learner, make_agent(name)]
             counts: dict[str, int] = defaultdict(int)
             for i, record in play_games(
@@ -143,7 +143,7 @@ def solo_success(policy: Policy, spec: GameSpec, n_games: int, seed: int, **gene
     )
     won = sum(r.won for r in results) / len(results)
     key = f"eval/{spec.label}/solo"
-    invalid = sum(r.invalid_by == 0 for r in results) / len(results)
+    invalid = sum(r.record.invalid_seat == 0 for r in results) / len(results)
     return {f"{key}/win": won, f"{key}/draw": 0.0, f"{key}/loss": 1.0 - won, f"{key}/invalid": invalid}
 
 
@@ -187,7 +187,7 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
     )
     by_seed: dict[int, list[bool]] = defaultdict(list)
     for r in results:
-        by_seed[r.seed].append(r.won)
+        by_seed[r.record.seed].append(r.won)
     correct = np.array([by_seed[s] for s in seeds], dtype=bool)
     scores = benchmark_metrics(correct, spec.label, seed=seed)
     mean, best = scores["mean_at_n"], scores["pass_at_k"][str(samples)]
@@ -196,7 +196,7 @@ def secret_success(policy: Policy, spec: GameSpec, samples: int, seed: int, **ge
     return {
         f"{key}/solo/win": mean["value"],
         f"{key}/solo/loss": 1.0 - mean["value"],
-        f"{key}/solo/invalid": sum(r.invalid_by == 0 for r in results) / len(results),
+        f"{key}/solo/invalid": sum(r.record.invalid_seat == 0 for r in results) / len(results),
         f"{key}/mean_at_{samples}": mean["value"],
         f"{key}/mean_at_{samples}_low": mean["ci95"][0],
         f"{key}/mean_at_{samples}_high": mean["ci95"][1],
@@ -359,9 +359,7 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
             seed=12345,
             secret_samples=config.eval_samples_per_secret,
             long_questions=config.eval_long_questions,
-            max_new_tokens=config.max_new_tokens,
-            temperature=config.eval_temperature,
-            top_p=config.top_p,
+            sampling=config.eval_sampling,
             max_game_actions=config.max_game_actions,
             obs_format=config.obs_format,
         )

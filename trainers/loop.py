@@ -71,12 +71,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     group_games = config.groups_per_step // config.rollout_shards * config.group_size if grouped else None
     specs, weights = parse_mixture(config.games, config.game_weights)
     trained_labels = [s.label for s in specs]
-    generation = dict(
-        max_new_tokens=config.max_new_tokens,
-        top_p=config.top_p,
-        max_game_actions=config.max_game_actions,
-        obs_format=config.obs_format,
-    )
+    generation = dict(max_game_actions=config.max_game_actions, obs_format=config.obs_format)
 
     # --- model, engine, opponent ---------------------------------------------------------------
     previous = checkpoint.latest(run_dir / "checkpoints") if config.resume else None
@@ -135,8 +130,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     engine.load_weights(model)
     pool = None  # population play: frozen snapshots for the other seat (taken before any sharding)
     if config.opponent_pool:
-        sampling = {"max_new_tokens": config.max_new_tokens, "temperature": config.temperature, "top_p": config.top_p}
-        pool = OpponentPool(model, policy, config.opponent_pool, config.pool_prob, sampling, config.seed)
+        pool = OpponentPool(model, policy, config.opponent_pool, config.pool_prob, config.sampling, config.seed)
     if config.fsdp:  # from here on each rank holds a shard; the engine keeps its own full copy
         shard(model, device, config.bf16)
 
@@ -179,7 +173,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     min_samples=samples_per_shard,
                     games_in_flight=config.games_in_flight,
                     rng=shard_rngs[s],
-                    temperature=config.temperature,
+                    sampling=config.sampling,
                     invalid_penalty=config.invalid_penalty,
                     invalid_opponent_reward=config.invalid_opponent_reward,
                     opponent=opponent,
@@ -202,7 +196,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         #    player, each game against the other games of its group (StarPO, delta-belief) ---------
         t0 = time.monotonic()
         if grouped:
-            keys = [(s, game.game, game.seed) for s in sorted(by_shard) for game in by_shard[s]]
+            keys = [(s, game.game, game.record.seed) for s in sorted(by_shard) for game in by_shard[s]]
             with autocast(config, device):
                 group_stats = group_advantages(results, keys, config, model, policy)
         else:

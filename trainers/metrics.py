@@ -20,10 +20,13 @@ def rollout_metrics(results: list[GameResult], turns: list[Turn], seconds: float
         by_game[r.game].append(r)
     for game, rs in by_game.items():
         out[f"train/{game}/games"] = len(rs)
-        out[f"train/{game}/invalid"] = sum(r.invalid_by is not None for r in rs) / len(rs)
-        out[f"train/{game}/draw"] = sum(r.invalid_by is None and len(set(r.returns)) == 1 for r in rs) / len(rs)
-        out[f"train/{game}/p0_win"] = sum(r.returns[0] > max(r.returns[1:], default=0) for r in rs) / len(rs)
-        if len(rs[0].returns) == 1:  # a single player: how often it succeeded, and in how many turns
+        records = [r.record for r in rs]
+        out[f"train/{game}/invalid"] = sum(g.invalid_seat is not None for g in records) / len(rs)
+        drawn = sum(g.invalid_seat is None and (g.truncated or len(set(g.returns)) == 1) for g in records)
+        out[f"train/{game}/draw"] = drawn / len(rs)
+        won = sum(not g.truncated and g.returns[0] > max(g.returns[1:], default=0) for g in records)
+        out[f"train/{game}/p0_win"] = won / len(rs)
+        if len(records[0].players) == 1:  # a single player: how often it succeeded, and in how many turns
             out[f"train/{game}/success"] = out.pop(f"train/{game}/p0_win")
             out[f"train/{game}/turns_mean"] = sum(len(r.turns) for r in rs) / len(rs)
     tokens = sum(len(t.response_ids) for t in turns)

@@ -16,6 +16,7 @@ from collections import deque
 import numpy as np
 import torch
 
+from spiral_arena.models import Sampling
 from spiral_arena.models.hf import HFEngine
 from spiral_arena.models.weights import full_tensors
 
@@ -31,10 +32,10 @@ class Snapshot:
 
 
 class OpponentPool:
-    def __init__(self, model, policy, size: int, prob: float, generation: dict, seed: int) -> None:
+    def __init__(self, model, policy, size: int, prob: float, sampling: Sampling, seed: int) -> None:
         if size < 1 or not 0.0 <= prob <= 1.0:
             raise ValueError(f"an opponent pool needs size >= 1 and prob in [0, 1], got {size} and {prob}")
-        self.policy, self.prob, self.generation = policy, prob, generation
+        self.policy, self.prob, self.sampling = policy, prob, sampling
         self.snapshots: deque[Snapshot] = deque(maxlen=size)
         self.spare = copy.deepcopy(model).eval().requires_grad_(False)  # the one copy that generates
         self.engine = HFEngine(self.spare, policy.stop_ids, policy.tokenizer.pad_token_id)
@@ -57,7 +58,5 @@ class OpponentPool:
             self.spare.load_state_dict(snapshot.weights)
             self.loaded = snapshot
         prompts = self.policy.prompt_ids_batch(observations)
-        g = self.generation
-        seed = int(self.rng.integers(2**31))
-        completions = self.engine.generate(prompts, g["max_new_tokens"], g["temperature"], g["top_p"], seed=seed)
+        completions = self.engine.generate(prompts, self.sampling, seed=int(self.rng.integers(2**31)))
         return self.policy.decode_batch([c.token_ids for c in completions])

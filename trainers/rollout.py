@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from spiral_arena.core.actions import extract_answer
+from spiral_arena.models import Sampling
 from spiral_arena.models.policy import Policy
+from spiral_arena.play import GameRecord, read_end
 from spiral_arena.registry import GameSpec
 
 
@@ -36,22 +38,25 @@ class Turn:
 
 @dataclass
 class GameResult:
-    game: str
-    returns: tuple[float, ...]  # the env's own rewards (zero-sum)
+    """A finished training game: its record (what ``spiral-arena play`` and the leaderboard keep of a game:
+    seed, returns, offenders, outcome, moves) and what training adds to it."""
+
+    game: str  # the spec's label
+    record: GameRecord  # record.seed: the reset seed; a group's games share it, so they share the secret
     shaped: tuple[float, ...]  # what training uses (invalid-move shaping, truncation = draw)
     policy_seats: tuple[int, ...]
-    invalid_by: int | None
-    truncated: bool
-    actions: int
     turns: list[Turn] = field(default_factory=list)
     # single-player group training (StarPO, delta-belief) reads these:
-    seed: int | None = None  # the reset seed; the games of a group share it, so they share the secret
     penalties: list[float] = field(default_factory=list)  # each policy turn's own reward, end terms excluded
     verdicts: list[str] = field(default_factory=list)  # each policy turn's verdict where the game gives one
     final_observation: str = ""  # what the player saw after its last turn (the last belief is read there)
     secret: str | None = None
-    won: bool = False  # the game's own verdict (outcome winner), whatever the reward
     snapshot_step: int | None = None  # population play: the step of the frozen policy in the other seat
+
+    @property
+    def won(self) -> bool:
+        """A single player's game: whether the game's own verdict names it the winner, whatever the reward."""
+        return len(self.record.players) == 1 and self.record.winner is not None
 
 
 def parse_mixture(games: str, weights: str) -> tuple[list[GameSpec], np.ndarray]:
@@ -91,7 +96,7 @@ class _Slot:
     turns: list[Turn] = field(default_factory=list)
     penalties: list[float] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
-    actions: int = 0
+    moves: list[tuple[str, str]] = field(default_factory=list)  # (player, answer), every seat's
 
 
 def collect(
@@ -102,9 +107,7 @@ def collect(
     min_samples: int,
     games_in_flight: int,
     rng: np.random.Generator,
-    max_new_tokens: int,
-    temperature: float,
-    top_p: float,
+    sampling: Sampling,
     max_game_actions: int,
     invalid_penalty: float,
     invalid_opponent_reward: float,
@@ -178,9 +181,7 @@ def collect(
         if pending:
             observations = [s.env.observe(s.env.agent_selection) for s in pending]
             prompts = policy.prompt_ids_batch(observations)
-            completions = policy.engine.generate(
-                prompts, max_new_tokens, temperature, top_p, seed=int(rng.integers(2**31))
-            )
+            completions = policy.engine.generate(prompts, sampling, seed=int(rng.integers(2**31)))
             texts = policy.decode_batch([c.token_ids for c in completions])
             prefetch_answers(pending, texts)
             for slot, obs, prompt, completion, text in zip(
@@ -204,7 +205,7 @@ def collect(
                     slot.penalties.append(_turn_penalty(slot, last_turn))
                     slot.verdicts.append(str(last_turn.get("verdict", "")))
         # 3. finished games leave
-        for slot in [s for s in slots if _done(s) or s.actions >= max_game_actions]:
+        for slot in [s for s in slots if _done(s) or len(s.moves) >= max_game_actions]:
             slots.remove(slot)
             result = _finish(slot, invalid_penalty, invalid_opponent_reward, truncated=not _done(slot))
             pool.give(slot.spec, obs_format, slot.env)
@@ -257,38 +258,33 @@ def _done(slot: _Slot) -> bool:
 
 
 def _step(slot: _Slot, text: str) -> None:
+    slot.moves.append((slot.env.agent_selection, text))
     slot.env.step(text)
-    slot.actions += 1
 
 
 def _finish(slot: _Slot, invalid_penalty: float, invalid_opponent_reward: float, truncated: bool) -> GameResult:
     env = slot.env
-    n = len(env.possible_agents)
-    returns = env.returns if not truncated else (0.0,) * n
-    offender = next((a for a, info in env.infos.items() if "invalid_move" in info), None) if not truncated else None
-    invalid_by = None if offender is None else env.possible_agents.index(offender)
+    if truncated:  # cut at max_game_actions: no result, as a truncated game in play and the leaderboard
+        env.truncate()
+    record = read_end(env, GameRecord(slot.seed, tuple(env.possible_agents), moves=slot.moves))
+    n, invalid_by = len(env.possible_agents), record.invalid_seat
     if invalid_by is not None:
         shaped = tuple(invalid_penalty if i == invalid_by else invalid_opponent_reward for i in range(n))
     else:
-        shaped = tuple(float(r) for r in returns)
+        shaped = (0.0,) * n if truncated else tuple(float(r) for r in record.returns)
     for turn in slot.turns:
         turn.reward = shaped[turn.role]
     solo = n == 1  # the extras group training reads, skipped for two-player games
     return GameResult(
         slot.spec.label,
-        tuple(returns),
+        record,
         shaped,
         slot.policy_seats,
-        invalid_by,
-        truncated,
-        slot.actions,
         slot.turns,
-        seed=slot.seed,
         penalties=slot.penalties,
         verdicts=slot.verdicts,
         final_observation=env.observe(env.possible_agents[0]) if solo else "",
         secret=getattr(env.state_, "secret", None) if solo else None,
-        won=solo and not truncated and env.infos[env.possible_agents[0]].get("outcome", {}).get("winner") is not None,
         snapshot_step=getattr(slot.opponent, "snapshot_step", None),
     )
 

@@ -50,8 +50,9 @@ class HFAgent(ModelAgent):
     def kuhn_policy(self) -> dict[str, float]:
         """Its single-hand Kuhn policy as it plays: answer log-probs at its own sampling temperature
         (greedy: the argmax policy), for exact exploitability."""
+
         def score(observation: str, answers: list[str]) -> list[float]:
-            return self.score_answers(observation, answers, self.temperature)
+            return self.score_answers(observation, answers, self.sampling.temperature)
 
         return kuhn_policy_from_scores(score, self.obs_format if self.obs_format != "last" else "")[0]
 

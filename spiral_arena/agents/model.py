@@ -20,7 +20,7 @@ from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
 from spiral_arena.core.observations import last_message
-from spiral_arena.models import Engine
+from spiral_arena.models import Engine, Sampling
 from spiral_arena.models.checkpoints import DEFAULT_SAMPLING
 from spiral_arena.models.policy import Policy
 
@@ -49,10 +49,9 @@ class ModelAgent(BaseAgent):
         self.obs_format = settings.get("obs_format", "")
         template, thinking = settings.get("prompt_template", "spiral"), settings.get("thinking", True)
         self.policy = Policy(engine, tokenizer, template, stop_ids, thinking=thinking)
+        given = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
         recorded = {**DEFAULT_SAMPLING, **settings.get("sampling", {})}
-        self.temperature = recorded["temperature"] if temperature is None else temperature
-        self.top_p = recorded["top_p"] if top_p is None else top_p
-        self.max_new_tokens = recorded["max_new_tokens"] if max_new_tokens is None else max_new_tokens
+        self.sampling = Sampling.of({k: recorded[k] if v is None else v for k, v in given.items()})
         self.reset(seed)
 
     def reset(self, seed: int | None = None) -> None:
@@ -97,5 +96,5 @@ class ModelAgent(BaseAgent):
             raise ValueError("act_together answers for copies of one loaded model only")
         seeds = [int(first.torch.randint(DRAW_LIMIT, (), generator=agent.generator)) for agent in agents]
         prompts = first.policy.prompt_ids_batch([first.shown(o) for o in observations])
-        completions = first.policy.engine.generate(prompts, first.max_new_tokens, first.temperature, first.top_p, seeds)
+        completions = first.policy.engine.generate(prompts, first.sampling, seeds)
         return first.policy.decode_batch([c.token_ids for c in completions])

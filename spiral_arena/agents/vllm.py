@@ -46,4 +46,4 @@ class VLLMAgent(ModelAgent):
         prompt log-probs do not give), so the checkpoint is loaded once more through transformers here."""
         from spiral_arena.agents.hf import HFAgent
 
-        return HFAgent(self.path, temperature=self.temperature).kuhn_policy()
+        return HFAgent(self.path, temperature=self.sampling.temperature).kuhn_policy()

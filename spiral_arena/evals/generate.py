@@ -26,6 +26,7 @@ from spiral_arena.agents import parse_spec
 from spiral_arena.agents.hf import HFAgent
 from spiral_arena.evals.data import DataError
 from spiral_arena.llm import PROVIDERS, APIError, ChatClient, resolve_endpoint, safe_url
+from spiral_arena.models import Sampling
 from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, request_seeds, serve_checkpoint
 
 Advance = Callable[[int], None]
@@ -37,13 +38,6 @@ class Request:
 
     prompt: str
     format: str
-
-
-@dataclass(frozen=True)
-class Sampling:
-    temperature: float
-    top_p: float
-    max_new_tokens: int
 
 
 @dataclass(frozen=True)
@@ -126,9 +120,7 @@ def run_engine(
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
     out: list[Generation | None] = [None] * len(prompt_ids)
     for batch, batch_seed in zip(batches, request_seeds(seed, len(batches)), strict=True):
-        completions = engine.generate(
-            [prompt_ids[i] for i in batch], sampling.max_new_tokens, sampling.temperature, sampling.top_p, batch_seed
-        )
+        completions = engine.generate([prompt_ids[i] for i in batch], sampling, batch_seed)
         texts = tokenizer.batch_decode([c.token_ids for c in completions], skip_special_tokens=True)
         for i, completion, text in zip(batch, completions, texts, strict=True):
             out[i] = Generation(text, len(completion.token_ids), completion.finished)

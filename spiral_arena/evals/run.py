@@ -46,7 +46,7 @@ from spiral_arena.evals.data import (
     LoadedBenchmark,
     load_benchmark,
 )
-from spiral_arena.evals.generate import Advance, Generation, Request, Sampling, make_backend, model_kind
+from spiral_arena.evals.generate import Advance, Generation, Request, make_backend, model_kind
 from spiral_arena.evals.grading import (
     MathGrader,
     MathTask,
@@ -69,6 +69,7 @@ from spiral_arena.evals.presets import (
     render,
     text_sha256,
 )
+from spiral_arena.models import Sampling
 
 SAMPLES_FILE = "samples.jsonl"
 RESULTS_FILE = "results.json"

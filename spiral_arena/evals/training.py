@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from spiral_arena.evals.data import DataError, LoadedBenchmark, get_benchmark, load_benchmark
-from spiral_arena.evals.generate import Sampling, encode, run_engine
+from spiral_arena.evals.generate import encode, run_engine
 from spiral_arena.evals.grading import MathGrader, shared_grader
 from spiral_arena.evals.presets import apply_overrides, apply_stop, load_preset
 from spiral_arena.evals.run import default_samples, grade, plan
+from spiral_arena.models import Sampling
 
 
 def parse_eval_spec(spec: str) -> list[tuple[str, int | None]]:

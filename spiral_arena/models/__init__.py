@@ -9,7 +9,37 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to sample an answer, the one shape every engine, agent, evaluation and the trainer hands on:
+    ``temperature`` 0 decodes greedily; ``top_p`` in (0, 1]; ``max_new_tokens`` at least 1."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("temperature", "top_p"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {value!r}")
+        if not self.temperature >= 0:  # also refuses NaN
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+
+    @classmethod
+    def of(cls, settings: dict[str, Any]) -> Sampling:
+        """The sampling a checkpoint or config records (``temperature``, ``top_p``, ``max_new_tokens``)."""
+        return cls(settings["temperature"], settings["top_p"], settings["max_new_tokens"])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens}
 
 
 @dataclass
@@ -20,14 +50,7 @@ class Completion:
 
 
 class Engine(Protocol):
-    def generate(
-        self,
-        prompts: list[list[int]],
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | Sequence[int],
-    ) -> list[Completion]:
+    def generate(self, prompts: list[list[int]], sampling: Sampling, seed: int | Sequence[int]) -> list[Completion]:
         """One completion per prompt, in the same order. ``seed``: one for the whole call, or one per prompt
         (then each row's sample depends only on its own seed and prompt)."""
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from spiral_arena.models import Completion
+from spiral_arena.models import Completion, Sampling
 from spiral_arena.models.weights import full_tensors
 
 
@@ -43,16 +43,10 @@ class HFEngine:
         pass
 
     @torch.no_grad()
-    def generate(
-        self,
-        prompts: list[list[int]],
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | Sequence[int],
-    ) -> list[Completion]:
+    def generate(self, prompts: list[list[int]], sampling: Sampling, seed: int | Sequence[int]) -> list[Completion]:
         if not prompts:
             return []
+        max_new_tokens = sampling.max_new_tokens
         device = next(self.model.parameters()).device
         if isinstance(seed, int):  # one stream for the whole batch
             generator: torch.Generator | list[torch.Generator] = torch.Generator(device=device).manual_seed(seed)
@@ -85,7 +79,7 @@ class HFEngine:
         cache_field = "cache" if hasattr(out, "cache") else "past_key_values"  # transformers 5.20 renamed it
         steps = 0
         for step in range(max_new_tokens):
-            token, logp = sample(out.logits[:, -1, :], temperature, top_p, generator)
+            token, logp = sample(out.logits[:, -1, :], sampling.temperature, sampling.top_p, generator)
             token = torch.where(done, self.pad, token)
             tokens[:, step], logps[:, step] = token, logp
             stopped = ~done & torch.isin(token, stops)

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spiral_arena.models import Completion
+from spiral_arena.models import Completion, Sampling
 from spiral_arena.models.checkpoints import adapter_base
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.models.weights import served_tensors
@@ -181,16 +181,10 @@ class VLLMEngine:
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.asleep = False
 
-    def generate(
-        self,
-        prompts: list[list[int]],
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | Sequence[int],
-    ) -> list[Completion]:
+    def generate(self, prompts: list[list[int]], sampling: Sampling, seed: int | Sequence[int]) -> list[Completion]:
         if not prompts:
             return []
+        max_new_tokens = sampling.max_new_tokens
         seeds = request_seeds(seed, len(prompts)) if isinstance(seed, int) else [int(s) % SEED_SPACE for s in seed]
         if len(seeds) != len(prompts):
             raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
@@ -202,8 +196,8 @@ class VLLMEngine:
             )
         params = [
             self.vllm.SamplingParams(
-                temperature=temperature,
-                top_p=top_p,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
                 max_tokens=max_new_tokens,
                 logprobs=0,  # only the sampled token's log-prob
                 stop_token_ids=self.stop_ids,
