@@ -168,8 +168,7 @@ class TextGameEnv(AECEnv):
         self._infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
         self._returns = (0.0,) * n
         self.log = MessageLog(self._prompts, self.obs_format)
-        for to, text in self.game.start_messages(self.state_):
-            self.log.post(to, text)
+        self.log.post_all(self.game.start_messages(self.state_))
         self._after_move()
 
     def _generator(self, seed: int | None) -> np.random.Generator:
@@ -241,8 +240,7 @@ class TextGameEnv(AECEnv):
             return
         self._unrendered = None  # the state moves on: infos nobody read are never built
         state.apply(move)
-        for to, text in self.game.move_messages(state, player, move):
-            self.log.post(to, text)
+        self.log.post_all(self.game.move_messages(state, player, move))
         self._after_move()
 
     def render(self) -> str | None:
@@ -359,7 +357,8 @@ class TextGameEnv(AECEnv):
         winner = self._winner(returns, reason)
         for i, agent in enumerate(agents):
             info = self._waiting_info(i, free_text=False)  # nothing is legal for anyone any more
-            info.update(self.game.step_info(self.state_))
+            if self._step_info:
+                info.update(self.game.step_info(self.state_))
             info.update(extra or {})
             info["outcome"] = {"winner": winner, "reason": reason}
             self._infos[agent] = info

@@ -9,6 +9,7 @@ and turns a player's answer back into a rules action.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -67,7 +68,7 @@ class TextGame(ABC):
     def prompt(self, player: int) -> str:
         """The rules as the player reads them at the start."""
 
-    def start_messages(self, state: State) -> list[Message]:
+    def start_messages(self, state: State) -> Sequence[Message]:
         """What players are told right after reset, besides the prompt (e.g. their private card)."""
         return []
 
@@ -102,7 +103,7 @@ class TextGame(ABC):
         return []
 
     @abstractmethod
-    def move_messages(self, state: State, player: int, action: Any) -> list[Message]:
+    def move_messages(self, state: State, player: int, action: Any) -> Sequence[Message]:
         """What players are told after ``player`` played ``action`` (``state`` is after it)."""
 
     def outcome_reason(self, state: State) -> str:

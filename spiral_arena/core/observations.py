@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Iterable
 
 OBS_FORMATS = ("full", "first_last", "last")
 CHARSET = string.printable
@@ -51,6 +52,17 @@ class MessageLog:
                 lines.append(line)
         else:
             self.lines[to].append(line)
+
+    def post_all(self, messages: Iterable[tuple[int | None, str]]) -> None:
+        """Each ``(to, text)`` of a game's messages, in order (``post``, in one call per move)."""
+        lines = self.lines
+        for to, text in messages:
+            line = "[GAME] " + text
+            if to is None:
+                for own in lines:
+                    own.append(line)
+            else:
+                lines[to].append(line)
 
     def latest(self, player: int) -> str:
         return self.lines[player][-1]

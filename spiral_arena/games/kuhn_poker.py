@@ -7,7 +7,9 @@ With ``rounds=1, reward="chips"`` this is exactly OpenSpiel's ``kuhn_poker``.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -149,10 +151,44 @@ _TURN = re.compile(
 )
 _OPENING = {CHECK: CHECK, BET: BET}
 _FACING_BET = {FOLD: FOLD, CALL: CALL}
+_OPENING_ANSWERS = {f"[{a}]": a for a in _OPENING}
+_FACING_BET_ANSWERS = {f"[{a}]": a for a in _FACING_BET}
 _ACTION_TEXT = {CHECK: "checks", BET: "bets", CALL: "calls", FOLD: "folds"}
 _MOVE_TEXT = tuple({a: f"Player {p} {verb}." for a, verb in _ACTION_TEXT.items()} for p in (0, 1))
 _FIRST_PLAYER_CHOICES = (0, 1, "random")
 REWARDS = tuple(GOAL)
+
+
+# The texts, as functions of the few values they show: a handful recur in every game, so each is formatted
+# once (the caches are bounded; 5-round games meet a few thousand turn messages in all). Messages come back
+# as tuples: a cached value must not be changed by whoever reads it.
+
+
+@functools.lru_cache(maxsize=16384)
+def _turn_text(round_: int, rounds: int, player: int, so_far: str, pot: int, chips: int, card: int) -> str:
+    return (
+        f"Round {round_} of {rounds}, you are Player {player}. {so_far} Pot: {pot} chips. "
+        f"Your chips so far: {chips:+d}. Your card: {CARD_NAMES[card]}."
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _deal_messages(round_: int, rounds: int, opener: int, cards: tuple[int, int]) -> tuple[Message, ...]:
+    start = f"Round {round_} of {rounds} begins; Player {opener} opens. Your card: "
+    return tuple((p, f"{start}{CARD_NAMES[cards[p]]}.") for p in (0, 1))
+
+
+@functools.lru_cache(maxsize=16384)
+def _round_result(move: str, r: RoundResult, c0: int, c1: int) -> str:
+    """The move that ended round ``r``, its result and the totals after it (``c0``, ``c1``)."""
+    if r.showdown:
+        shown = f"Showdown: Player 0 has {CARD_NAMES[r.cards[0]]}, Player 1 has {CARD_NAMES[r.cards[1]]}."
+    else:
+        shown = f"Player {1 - r.winner} folded."
+    return (
+        f"{move} {shown} Player {r.winner} wins {r.won} chip{'s' if r.won > 1 else ''} this round. "
+        f"Totals: Player 0 {c0:+d}, Player 1 {c1:+d}."
+    )
 
 
 class KuhnPoker(TextGame):
@@ -188,12 +224,11 @@ class KuhnPoker(TextGame):
         )
 
     def turn_message(self, state: KuhnPokerState, player: int) -> str:
-        pot = 2 * state.ante + state.history.count("b")
-        return (
-            f"Round {state.round} of {state.rounds}, you are Player {player}. {_SO_FAR[state.history][state.opener]} "
-            f"Pot: {pot} chips. Your chips so far: {state.chips[player]:+d}. "
-            f"Your card: {CARD_NAMES[state.cards[player]]}."
-        )
+        history = state.history
+        return _turn_text(
+            state.round, state.rounds, player, _SO_FAR[history][state.opener], 2 * state.ante + history.count("b"),
+            state.chips[player], state.cards[player],
+        )  # fmt: skip
 
     def player_view(self, state: KuhnPokerState, player: int) -> dict:
         """card: own rank (0=J, 1=Q, 2=K); history: this round in p/b letters (OpenSpiel's)."""
@@ -232,36 +267,25 @@ class KuhnPoker(TextGame):
         return ["[fold]", "[call]"] if state.history[-1:] == "b" else ["[check]", "[bet]"]
 
     def parse(self, state: KuhnPokerState, text: str) -> str:
-        return choose(text, _FACING_BET if state.history[-1:] == "b" else _OPENING)
+        facing = state.history[-1:] == "b"
+        exact = (_FACING_BET_ANSWERS if facing else _OPENING_ANSWERS).get(text)  # "[bet]", the usual answer
+        return exact if exact is not None else choose(text, _FACING_BET if facing else _OPENING)
 
-    def move_messages(self, state: KuhnPokerState, player: int, action: str) -> list[Message]:
+    def move_messages(self, state: KuhnPokerState, player: int, action: str) -> Sequence[Message]:
         """The move; when it ends a round, one message per player with the result and the next deal."""
-        move = _MOVE_TEXT[player][action]
-        if state.history and not state.is_terminal():  # the round goes on (the last one keeps its history)
-            return [(None, move)]
-        r = state.results[-1]
-        if r.showdown:
-            shown = f"Showdown: Player 0 has {CARD_NAMES[r.cards[0]]}, Player 1 has {CARD_NAMES[r.cards[1]]}."
-        else:
-            shown = f"Player {1 - r.winner} folded."
-        result = (
-            f"{move} {shown} Player {r.winner} wins {r.won} chip{'s' if r.won > 1 else ''} this round. "
-            f"Totals: Player 0 {state.chips[0]:+d}, Player 1 {state.chips[1]:+d}."
-        )
-        if state.is_terminal():
-            return [(None, result)]
-        return [(p, f"{result}\n{text}") for p, text in self.start_messages(state)]
+        terminal = state.current_player == TERMINAL
+        if state.history and not terminal:  # the round goes on (the last one keeps its history)
+            return [(None, _MOVE_TEXT[player][action])]
+        c0, c1 = state.chips
+        result = _round_result(_MOVE_TEXT[player][action], state.results[-1], c0, c1)
+        if terminal:
+            return ((None, result),)
+        (_, deal0), (_, deal1) = self.start_messages(state)
+        return ((0, f"{result}\n{deal0}"), (1, f"{result}\n{deal1}"))
 
-    def start_messages(self, state: KuhnPokerState) -> list[Message]:
+    def start_messages(self, state: KuhnPokerState) -> Sequence[Message]:
         """Each player's private card at the start of a round."""
-        return [
-            (
-                p,
-                f"Round {state.round} of {state.rounds} begins; Player {state.opener} opens. "
-                f"Your card: {CARD_NAMES[state.cards[p]]}.",
-            )
-            for p in (0, 1)
-        ]
+        return _deal_messages(state.round, state.rounds, state.opener, state.cards)
 
     def outcome_reason(self, state: KuhnPokerState) -> str:
         c0, c1 = state.chips
