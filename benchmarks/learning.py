@@ -32,6 +32,13 @@ every position where it applies), beside uniform play over the legal cells: whet
 the board at all, which win-or-draw against random cannot separate from luck.
 
     python benchmarks/learning.py --seeds 3 --variants default --report --tactics
+
+``--control`` is SPIRAL's control experiment in miniature: the same recipe trained against a fixed opponent
+(``vs_random``, ``vs_expert``) beside self-play (``default``), and for each the final exploitability and
+win rates against random and against the expert in both games, with a plot of exploitability and the
+Kuhn win rates over steps:
+
+    python benchmarks/learning.py --seeds 3 --variants default,vs_random,vs_expert --control
 """
 
 from __future__ import annotations
@@ -61,7 +68,11 @@ VARIANTS: dict[str, dict[str, object]] = {
     "uniform_warm_start": {"sft_agent": "random"},
     "no_kl": {"kl_coef": 0.0},
     "entropy": {"entropy_coef": 0.02},
+    # SPIRAL's control: the same recipe against a fixed opponent instead of itself (--control reports them)
+    "vs_random": {"opponent": "random"},
+    "vs_expert": {"opponent": "expert"},
 }
+CONTROL = ("default", "vs_random", "vs_expert")
 KUHN, TTT = "KuhnPoker-v0:rounds=1", "TicTacToe-v0"
 # The trainer's own targets (trainers.evaluate.TARGETS), under this table's metric names.
 _METRICS = {"kuhn_exploitability": "exploitability", "tictactoe_vs_random": "ttt_win_or_draw", "invalid": "invalid"}
@@ -96,12 +107,19 @@ def summary(r: dict) -> dict[str, float]:
         return table.get(game, {}).get("random", {}).get(outcome, float("nan"))
 
     invalid = [o["random"]["invalid"] for g, o in table.items() if (KUHN in g or TTT in g) and "random" in o]
+    def against(game: str, opponent: str, outcome: str) -> float:
+        return table.get(game, {}).get(opponent, {}).get(outcome, float("nan"))
+
     return {
         "step": r["step"],
         "time_s": r["time_s"],
         "exploitability": r["eval/kuhn_exploitability"],
         "ttt_win_or_draw": rate(TTT, "win") + rate(TTT, "draw"),
         "invalid": sum(invalid) / max(1, len(invalid)),
+        # the control experiment's columns: wins against each fixed opponent
+        "kuhn_win_vs_random": against(KUHN, "random", "win"),
+        "kuhn_win_vs_expert": against(KUHN, "expert", "win"),
+        "ttt_win_or_draw_vs_expert": against(TTT, "expert", "win") + against(TTT, "expert", "draw"),
     }
 
 
@@ -212,6 +230,58 @@ def selection_row(run: Path, games_per_seat: int) -> dict[str, float] | None:
     }
 
 
+CONTROL_COLUMNS = {
+    "exploitability": "Kuhn exploitability",
+    "kuhn_win_vs_random": "Kuhn win vs random",
+    "kuhn_win_vs_expert": "Kuhn win vs expert",
+    "ttt_win_or_draw": "TTT W+D vs random",
+    "ttt_win_or_draw_vs_expert": "TTT W+D vs expert",
+}
+
+
+def control_table(finals: dict[str, list[dict]]) -> Table:
+    """SPIRAL's control experiment: self-play against training on a fixed opponent, final policies."""
+    table = Table(title="self-play vs a fixed training opponent, final policies: mean +- 95% t-interval over seeds")
+    table.add_column("variant (training opponent)")
+    table.add_column("seeds", justify="right")
+    for label in CONTROL_COLUMNS.values():
+        table.add_column(label, justify="right")
+    for variant, rows in finals.items():
+        cells = []
+        for key in CONTROL_COLUMNS:
+            mean, half = interval([r[key] for r in rows])
+            cells.append(f"{mean:.3f} +- {half:.3f}")
+        table.add_row(variant, str(len(rows)), *cells)
+    return table
+
+
+def control_plot(runs: dict[str, dict[int, list[dict]]], path: Path) -> Path:
+    """Exploitability and the Kuhn win rate against each fixed opponent over steps, one line per variant
+    (mean over seeds, the band min to max)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("exploitability", "Kuhn exploitability (lower is better)"),
+              ("kuhn_win_vs_random", "Kuhn: policy wins vs random"),
+              ("kuhn_win_vs_expert", "Kuhn: policy wins vs expert"))  # fmt: skip
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        for variant, by_seed in runs.items():
+            steps = sorted({s["step"] for rows in by_seed.values() for s in rows})
+            at = [[s[key] for rows in by_seed.values() for s in rows if s["step"] == step] for step in steps]
+            ax.plot(steps, [np.mean(v) for v in at], marker="o", label=f"{variant} ({len(by_seed)} seeds)")
+            ax.fill_between(steps, [min(v) for v in at], [max(v) for v in at], alpha=0.15)
+        ax.set_title(title)
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def selection_table(selected: dict[str, list[dict]], games_per_seat: int) -> Table:
     """Per variant: the last checkpoint against the one picked by evaluation, over seeds."""
     table = Table(
@@ -293,6 +363,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--select-games", type=int, default=200, help="held-out TicTacToe games per seat (200)")
     parser.add_argument("--tactics", action="store_true", help="also read TicTacToe tactics off each run's policies")
     parser.add_argument("--tactics-stride", type=int, default=1, help="read every N-th position only (1: all)")
+    parser.add_argument(
+        "--control", action="store_true", help=f"also report {', '.join(CONTROL)} side by side, with OUT/control.png"
+    )
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
@@ -312,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
         settings[key.strip()] = value.strip()
     out, console = Path(args.out), Console()
     finals: dict[str, list[dict]] = {}
+    every: dict[str, dict[int, list[dict]]] = {}
     selected: dict[str, list[dict]] = {}
     tactics: dict[str, list[dict]] = {}
     for variant in variants:
@@ -329,10 +403,14 @@ def main(argv: list[str] | None = None) -> None:
         if runs:
             console.print(step_table(variant, runs))
             finals[variant] = [rows[-1] for rows in runs.values()]
+            every[variant] = runs
     if finals:
         console.print(final_table(finals))
     else:
         console.print("no finished runs under", out)
+    if args.control and (shown := {v: finals[v] for v in CONTROL if v in finals}):
+        console.print(control_table(shown))
+        console.print("plot:", control_plot({v: every[v] for v in shown}, out / "control.png"))
     if selected:
         console.print(selection_table(selected, args.select_games))
     if tactics:

@@ -9,7 +9,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import matplotlib.image
 import pytest
+from rich.console import Console
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -102,3 +104,19 @@ def test_select_picks_the_best_evaluated_checkpoint_and_replays_it_on_fresh_seed
     for policy in read.values():
         assert 0.0 <= policy["takes_win"] <= 1.0 and 0.0 <= policy["invalid_mass"] <= 1.0
         assert policy["win_positions"] + policy["block_positions"] == pytest.approx((2358 + 976) / 40, rel=0.1)
+
+
+def test_the_control_table_and_plot_compare_the_training_opponents(tmp_path):
+    def rows(level: float) -> list[dict]:
+        keys = ("exploitability", "kuhn_win_vs_random", "kuhn_win_vs_expert", "ttt_win_or_draw")
+        return [{"step": s, **dict.fromkeys(keys, level + s / 100), "ttt_win_or_draw_vs_expert": 0.5} for s in (0, 30)]
+
+    runs = {"default": {0: rows(0.1), 1: rows(0.3)}, "vs_random": {0: rows(0.5), 1: rows(0.7)}}
+    finals = {variant: [seed_rows[-1] for seed_rows in by_seed.values()] for variant, by_seed in runs.items()}
+    console = Console(width=250, record=True)
+    console.print(learning.control_table(finals))
+    text = console.export_text()
+    half = 12.706 * math.sqrt(0.02) / math.sqrt(2)  # the last step of the two seeds: 0.4 and 0.6
+    assert "default" in text and "vs_random" in text and f"0.500 +- {half:.3f}" in text
+    path = learning.control_plot(runs, tmp_path / "control.png")
+    assert matplotlib.image.imread(path).shape[1] > 1000  # three panels side by side
