@@ -25,6 +25,7 @@ What every env promises beyond PettingZoo's API:
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium
@@ -212,9 +213,16 @@ class TextGameEnv(AECEnv):
             self._infos[agent] if self._unrendered is None else self._acting_info(),
         )
 
-    def agent_iter(self, max_iter: int = 2**63) -> Any:
+    def agent_iter(self, max_iter: int = 2**63) -> Iterator[str]:
+        """PettingZoo's ``agent_iter``: the agent to act, until every agent has stepped out or ``max_iter``
+        turns have passed; a generator, which resumes faster than PettingZoo's iterator class."""
         self._require_reset("agent_iter")
-        return super().agent_iter(max_iter)
+        return self._agents_in_turn(max_iter)
+
+    def _agents_in_turn(self, max_iter: int) -> Iterator[str]:
+        while self.agents and max_iter > 0:
+            max_iter -= 1
+            yield self.agent_selection
 
     def step(self, action: Any) -> None:
         if self.state_ is None:
