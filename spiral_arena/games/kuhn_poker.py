@@ -165,10 +165,12 @@ REWARDS = tuple(GOAL)
 
 
 @functools.lru_cache(maxsize=16384)
-def _turn_text(round_: int, rounds: int, player: int, so_far: str, pot: int, chips: int, card: int) -> str:
+def _turn_text(
+    round_: int, rounds: int, player: int, history: str, opener: int, ante: int, chips: int, card: int
+) -> str:
     return (
-        f"Round {round_} of {rounds}, you are Player {player}. {so_far} Pot: {pot} chips. "
-        f"Your chips so far: {chips:+d}. Your card: {CARD_NAMES[card]}."
+        f"Round {round_} of {rounds}, you are Player {player}. {_SO_FAR[history][opener]} "
+        f"Pot: {2 * ante + history.count('b')} chips. Your chips so far: {chips:+d}. Your card: {CARD_NAMES[card]}."
     )
 
 
@@ -224,10 +226,9 @@ class KuhnPoker(TextGame):
         )
 
     def turn_message(self, state: KuhnPokerState, player: int) -> str:
-        history = state.history
         return _turn_text(
-            state.round, state.rounds, player, _SO_FAR[history][state.opener], 2 * state.ante + history.count("b"),
-            state.chips[player], state.cards[player],
+            state.round, state.rounds, player, state.history, state.opener, state.ante, state.chips[player],
+            state.cards[player],
         )  # fmt: skip
 
     def player_view(self, state: KuhnPokerState, player: int) -> dict:
