@@ -118,10 +118,19 @@ def words_of(text: str) -> list[str]:
 
 def names_secret(question: str, secret: str) -> bool:
     """Whether ``question`` mentions ``secret`` as whole word(s), its last word possibly plural."""
+    return _mentions(words_of(question), secret)
+
+
+def nouns_named(question: str, nouns: Sequence[str]) -> list[str]:
+    """The ``nouns`` that ``question`` names (``names_secret``), in their order; the question is read once."""
+    words = words_of(question)
+    return [noun for noun in nouns if _mentions(words, noun)]
+
+
+def _mentions(words: list[str], secret: str) -> bool:
     target = words_of(secret)
     if not target:
         return False
-    words = words_of(question)
     head, last = target[:-1], plural_variants(target[-1])
     n = len(target)
     return any(words[i : i + n - 1] == head and words[i + n - 1] in last for i in range(len(words) - n + 1))
@@ -205,7 +214,7 @@ class TwentyQuestionsState:
         cfg = self.reward
         problem = question_problem(question)
         if problem is None and self.nouns is not None:
-            named = [noun for noun in self.nouns if names_secret(question, noun)]
+            named = nouns_named(question, self.nouns)
             if len(named) > 1:
                 shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
                 problem = f"it names {len(named)} of the game's nouns ({shown}); name one at a time"
@@ -465,10 +474,11 @@ class TwentyQuestions(TextGame):
         if key not in self._alike:
             if len(self._alike) >= 100_000:  # a bound on what a long run's free-text questions can hold
                 self._alike.clear()
+            named = set(nouns_named(question, self.world or ()))
             self._alike[key] = frozenset(
                 noun
                 for noun in self.world or ()
-                if self.oracle.answer(noun, [], question).answer == verdict and not names_secret(question, noun)
+                if noun not in named and self.oracle.answer(noun, [], question).answer == verdict
             )
         return self._alike[key]
 
