@@ -46,15 +46,10 @@ class MessageLog:
 
     def post(self, to: int | None, text: str) -> None:
         """A message from the game to player ``to``, or to every player (None)."""
-        line = "[GAME] " + text
-        if to is None:
-            for lines in self.lines:
-                lines.append(line)
-        else:
-            self.lines[to].append(line)
+        self.post_all(((to, text),))
 
     def post_all(self, messages: Iterable[tuple[int | None, str]]) -> None:
-        """Each ``(to, text)`` of a game's messages, in order (``post``, in one call per move)."""
+        """Each ``(to, text)`` of a game's messages, in order: to player ``to``, or to every player (None)."""
         lines = self.lines
         for to, text in messages:
             line = "[GAME] " + text
