@@ -103,18 +103,15 @@ def summary(r: dict) -> dict[str, float]:
 
     table = match_table(r)
 
-    def rate(game: str, outcome: str) -> float:
-        return table.get(game, {}).get("random", {}).get(outcome, float("nan"))
-
-    invalid = [o["random"]["invalid"] for g, o in table.items() if (KUHN in g or TTT in g) and "random" in o]
     def against(game: str, opponent: str, outcome: str) -> float:
         return table.get(game, {}).get(opponent, {}).get(outcome, float("nan"))
 
+    invalid = [o["random"]["invalid"] for g, o in table.items() if (KUHN in g or TTT in g) and "random" in o]
     return {
         "step": r["step"],
         "time_s": r["time_s"],
         "exploitability": r["eval/kuhn_exploitability"],
-        "ttt_win_or_draw": rate(TTT, "win") + rate(TTT, "draw"),
+        "ttt_win_or_draw": against(TTT, "random", "win") + against(TTT, "random", "draw"),
         "invalid": sum(invalid) / max(1, len(invalid)),
         # the control experiment's columns: wins against each fixed opponent
         "kuhn_win_vs_random": against(KUHN, "random", "win"),
