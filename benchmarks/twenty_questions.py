@@ -278,7 +278,8 @@ def plot(results: dict[int, dict], path: Path) -> None:
                 label=f"{method} (mean of {len(per_seed)} seeds)")  # fmt: skip
     ax.set_xlabel("RL step")
     ax.set_ylabel(f"Mean@{k} success, %")
-    ax.set_title(f"Twenty Questions, closed world ({CLOSED_WORLD.split(':')[1]})")
+    options = CLOSED_WORLD.split(":")[1].replace(";", "; ")  # on a line of its own: one line is wider than the plot
+    ax.set_title(f"Twenty Questions, closed world\n{options}", fontsize=10)
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
