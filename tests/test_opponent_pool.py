@@ -120,7 +120,7 @@ def test_population_play_in_a_training_run(tmp_path):
         "steps": 3, "sft_steps": 20, "samples_per_step": 32, "games_in_flight": 8, "eval_every": 10,
         "eval_games": 2, "eval_opponents": "random", "eval_env_ids": "KuhnPoker-v0:rounds=1", "time_limit_s": 0,
         "micro_batch": 16, "plots": False, "output_dir": str(out), "opponent_pool": 2, "pool_every": 1,
-        "pool_prob": 0.5,
+        "pool_prob": 0.5, "eval_tactics": False,
     }  # fmt: skip
     train(TrainConfig.build(config), progress=False)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -31,8 +31,18 @@ SMALL = {
     "time_limit_s": 0,
     "save_every": 2,
     "micro_batch": 8,
+    "eval_tactics": False,  # the TicTacToe read-out (seconds an evaluation) is tested in test_ttt_tactics.py
 }
 VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
+
+
+def cli_flags(settings: dict) -> list[str]:
+    """Config fields as the command line spells them (a bool as ``--name`` or ``--no-name``)."""
+    flags = []
+    for key, value in settings.items():
+        name = key.replace("_", "-")
+        flags.append(f"--{name}" if value is True else f"--no-{name}" if value is False else f"--{name}={value}")
+    return flags
 
 
 def rows(run: Path) -> list[dict]:
@@ -172,7 +182,7 @@ def test_resume_continues_exactly(finished_run, tmp_path):
 
 
 def test_two_gloo_ranks_equal_one_process(tmp_path):
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SMALL, "steps": 2, "eval_every": 10}.items()]
+    flags = cli_flags({**SMALL, "steps": 2, "eval_every": 10})
     flags += ["--rollout-shards=2", "--no-plots"]
     single = tmp_path / "single"
     subprocess.run(
@@ -233,7 +243,7 @@ def torchrun(flags: list[str], out: Path, ranks: int = 2) -> None:
 def test_fsdp_ranks_equal_one_process_and_resume(tmp_path):
     """FSDP2 on 2 gloo ranks trains the model one process trains on the same games; a sharded
     run resumed from its checkpoint (sharded optimizer state included) ends where it would have."""
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SMALL, "steps": 2, "eval_every": 2, "save_every": 1}.items()]
+    flags = cli_flags({**SMALL, "steps": 2, "eval_every": 2, "save_every": 1})
     flags += ["--rollout-shards=2", "--no-plots", "--kl-coef=0.1"]
     single = tmp_path / "single"
     subprocess.run(
@@ -424,10 +434,7 @@ def test_cli_training_output_summary_and_resume(tmp_path, capsys):
     from spiral_arena.cli import main as cli_main
 
     out = tmp_path / "run"
-    flags = [
-        f"--{k.replace('_', '-')}={v}"
-        for k, v in {**SMALL, "eval_env_ids": "", "games": "KuhnPoker-v0:rounds=1"}.items()
-    ]
+    flags = cli_flags({**SMALL, "eval_env_ids": "", "games": "KuhnPoker-v0:rounds=1"})
     # the tiny recipe leaves the out-of-domain games out of its evaluations; the flag puts them back
     flags += ["--game-weights=", f"--output-dir={out}", "--no-plots", "--eval-out-of-domain"]
     assert cli_main(["train", *flags]) == 0

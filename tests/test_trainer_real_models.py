@@ -161,6 +161,7 @@ SMALL = {
     "lora_rank": 4,
     "lora_alpha": 8,
     "kl_coef": 0.1,
+    "eval_tactics": False,  # tested in test_ttt_tactics.py
 }
 
 

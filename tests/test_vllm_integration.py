@@ -39,6 +39,7 @@ SMALL = {
     "micro_batch": 16,
     "vllm_kv_cache_gib": 0.25,
     "plots": False,
+    "eval_tactics": False,  # tested in test_ttt_tactics.py
 }
 VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
 ENGINE = "#kv_cache_gib=0.25#enforce_eager=true"  # spec options: a small KV cache, built in seconds
