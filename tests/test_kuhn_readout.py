@@ -57,6 +57,26 @@ def test_answer_scores_are_the_softmax_at_the_temperature(tiny, temperature):
     assert 0 < p_bet < 1
 
 
+def test_many_positions_scored_together_give_each_its_own_scores_in_order(tiny):
+    """Rows are batched by length across observations (3 rows a pass here); each observation still gets
+    its own answers' scores, in the order asked, as when it is scored alone."""
+    _, model, policy = tiny
+    scorer = answer_scorer(model, policy, 1.0)
+    scorer.rows = 3
+    items = [
+        (OBSERVATION, ANSWERS),
+        ("[GAME] Round 1 of 1. You open. Pot: 2 chips. Your card: K.", ["\\boxed{[check]}"]),
+        ("[GAME] x", ["\\boxed{[fold]}", "[call]", "\\boxed{[bet]}"]),
+        (OBSERVATION, ANSWERS[::-1]),
+    ]
+    together = scorer.many(items)
+    assert [len(s) for s in together] == [2, 1, 3, 2]
+    for (observation, answers), scores in zip(items, together, strict=True):
+        assert scores == pytest.approx(scorer(observation, answers), abs=1e-5)
+    assert together[3] == pytest.approx(together[0][::-1], abs=1e-5)
+    assert len({round(s, 4) for s in together[2]}) == 3  # different answers, different scores: a swap would show
+
+
 def test_exploitability_at_the_evaluation_temperature_and_greedy(tiny):
     path, model, policy = tiny
     at_one = kuhn_metrics(model, policy, "last")

@@ -31,18 +31,25 @@ class AnswerScorer:
     @torch.no_grad()
     def many(self, items: Sequence[tuple[str, list[str]]]) -> list[list[float]]:
         tokenizer, end = self.policy.tokenizer, self.policy.end_of_turn
+        answer_ids: dict[str, list[int]] = {}  # a read-out asks the same few answers at every position
         rows = []
         for observation, answers in items:
             prompt = self.policy.prompt_ids(observation)
-            rows += [(prompt, tokenizer(a, add_special_tokens=False)["input_ids"] + [end]) for a in answers]
-        scores: list[float] = []
+            for answer in answers:
+                if answer not in answer_ids:
+                    answer_ids[answer] = tokenizer(answer, add_special_tokens=False)["input_ids"] + [end]
+                rows.append((prompt, answer_ids[answer]))
+        # rows of similar length share a pass, so little of it is spent on padding
+        order = sorted(range(len(rows)), key=lambda i: (len(rows[i][0]), len(rows[i][1])))
+        scores = [0.0] * len(rows)
         for start in range(0, len(rows), self.rows):
-            chunk = rows[start : start + self.rows]
+            chunk = order[start : start + self.rows]
             ids, attention, positions, mask = pack(
-                [p for p, _ in chunk], [t for _, t in chunk], tokenizer.pad_token_id, self.device
+                [rows[i][0] for i in chunk], [rows[i][1] for i in chunk], tokenizer.pad_token_id, self.device
             )
             logp, m = response_logprobs(self.model, ids, attention, positions, mask, self.temperature)
-            scores += (logp * m).sum(dim=1).tolist()
+            for i, score in zip(chunk, (logp * m).sum(dim=1).tolist(), strict=True):
+                scores[i] = score
         out, at = [], 0
         for _, answers in items:
             out.append(scores[at : at + len(answers)])
