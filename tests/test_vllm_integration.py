@@ -119,7 +119,8 @@ def test_two_torchrun_ranks_each_with_an_engine_equal_one_process(tmp_path):
     small = {**SMALL, "steps": 2, "eval_every": 10, "rollout_shards": 2}
     single = tmp_path / "single"
     train(TrainConfig.build({**small, "output_dir": str(single)}), progress=False)
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in small.items() if k != "plots"] + ["--no-plots"]
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in small.items() if not isinstance(v, bool)]
+    flags += [f"--{'' if v else 'no-'}{k.replace('_', '-')}" for k, v in small.items() if isinstance(v, bool)]
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "trainers",
          f"--output-dir={tmp_path / 'ranks'}", *flags],
