@@ -133,8 +133,7 @@ def stored_problems(db: str | Path, entrants: Sequence[Entrant]) -> list[str]:
         return []
     specs = store.read_specs(path, [e.label for e in entrants])
     return [
-        f"{db} stores {e.label!r} as {', '.join(sorted(other))}, not {e.stored_spec}: a label names one agent; "
-        "give this one another name or use another --db"
+        store.label_conflict(db, e.label, other, e.stored_spec)
         for e in entrants
         if (other := specs.get(e.label, set()) - {e.stored_spec})
     ]

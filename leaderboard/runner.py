@@ -318,6 +318,9 @@ def run(
     jobs = schedule(labels, env_ids, games_per_pair, seed, reference)  # lazy: never a list of every game
     conn = store.connect(db_path)
     try:
+        # checked before (``stored_problems``), and again now: another run may have stored one of the labels since;
+        # after this, ``store.record_agent`` checks each label where it first writes it
+        store.check_labels(conn, {e.label: e.stored_spec for e in entrants})
         if retry_errors:
             store.delete_errors(conn, [key for key in store.error_keys(conn, env_ids) if key in jobs])
         done = {key for key in store.stored_keys(conn, env_ids) if key in jobs}

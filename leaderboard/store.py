@@ -381,20 +381,51 @@ def delete_errors(conn: sqlite3.Connection, keys: Iterable[tuple[str, str, str, 
     return cursor.rowcount
 
 
+def label_conflict(db: str | Path, label: str, stored: Iterable[str], spec: str) -> str:
+    """Why a run may not play ``spec`` under ``label``: the database already stores ``stored`` under it."""
+    return (
+        f"{db} stores {label!r} as {', '.join(sorted(stored))}, not {spec}: a label names one agent; "
+        "give this one another name or use another --db"
+    )
+
+
+def check_labels(conn: sqlite3.Connection, specs: dict[str, str]) -> None:
+    """A ValueError (``label_conflict``) if the database stores another spec under one of the labels of ``specs``
+    (label -> the spec a run plays under it)."""
+    if not specs:
+        return
+    stored = stored_specs(conn, list(specs))
+    for label, spec in specs.items():
+        if other := stored.get(label, set()) - {spec}:
+            db = conn.execute("PRAGMA database_list").fetchone()[2]  # the main database's file
+            raise ValueError(label_conflict(db, label, other, spec))
+
+
 def record_agent(
     conn: sqlite3.Connection, label: str, spec: str, kuhn_policy: dict[str, float] | None, exploitability: float | None
 ) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO agents VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            label,
-            spec,
-            None if kuhn_policy is None else json.dumps(kuhn_policy),
-            exploitability,
-            now(),
-            spiral_arena.__version__,
-        ),
-    )
+    """Store what is known of the agent under ``label``, unless the database holds another spec under that label
+    (``label_conflict``, as a ValueError; nothing written). A run checks its labels before any game, but another
+    run may store one between that check and this first write of the label: the check here and the write are
+    one transaction, so of two runs that give one label two specs at once, the second to write stops."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        check_labels(conn, {label: spec})
+        conn.execute(
+            "INSERT OR REPLACE INTO agents VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                label,
+                spec,
+                None if kuhn_policy is None else json.dumps(kuhn_policy),
+                exploitability,
+                now(),
+                spiral_arena.__version__,
+            ),
+        )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 @dataclass(frozen=True)

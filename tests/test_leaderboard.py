@@ -241,7 +241,7 @@ def test_migrating_a_version_1_database(tmp_path):
     assert upgraded.execute("SELECT player0, spec0, player1, spec1, payoff0 FROM games").fetchall() == [
         ("a", "a", "b", "b", 2.0)
     ]
-    store.record_agent(upgraded, "a", "random", {"K": 1.0}, 0.5)
+    store.record_agent(upgraded, "a", "a", {"K": 1.0}, 0.5)  # a version-1 label is its spec
     assert store.load_agents(upgraded)["a"].kuhn_policy == {"K": 1.0}
     assert store.insert_game(upgraded, game_row(seed=1)) is True
     upgraded.close()

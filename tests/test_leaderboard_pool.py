@@ -246,6 +246,46 @@ def test_a_plain_run_refuses_a_label_stored_for_another_agent_naming_both_specs(
     assert "0 played" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("window", ["after the check", "after the run started"])
+def test_a_label_another_run_stores_after_this_runs_check_stops_this_run_before_its_games(
+    tmp_path, capsys, monkeypatch, window
+):
+    """Two runs that give one label two specs, started together, could both pass the check before any game
+    (each read before the other wrote). The check is made again where the run writes: here another run
+    stores foo=expert between this run's check and its start, or after its start and before its first
+    record of foo. This run (foo=expert#alpha=0.2) stops with the same message and stores no game of foo."""
+    import leaderboard.reference_pool
+
+    db = tmp_path / "lb.sqlite"
+
+    def other_run_records_foo() -> None:
+        conn = store.connect(db)
+        store.record_agent(conn, "foo", "expert", None, None)
+        conn.close()
+
+    def after(module, name: str):
+        real = getattr(module, name)
+
+        def wrapped(*args, **kwargs):
+            result = real(*args, **kwargs)
+            monkeypatch.setattr(module, name, real)  # once
+            other_run_records_foo()
+            return result
+
+        monkeypatch.setattr(module, name, wrapped)
+
+    if window == "after the check":
+        after(leaderboard.reference_pool, "stored_problems")
+    else:
+        after(store, "load_agents")  # the run's player reads the recorded agents once it has checked its labels
+    plain = ["leaderboard", "run", "--games", "TicTacToe-v0", "--games-per-pair", "2", "--db", str(db), "--no-progress"]
+    assert cli_main([*plain, "--agents", "random,foo=expert#alpha=0.2"]) == 2
+    err = capsys.readouterr().err
+    assert "stores 'foo' as expert, not expert#alpha=0.2: a label names one agent" in err, err
+    assert store.read_specs(db, ["foo"]) == {"foo": {"expert"}}
+    assert rows(db) == {}
+
+
 def test_a_database_another_run_is_still_making_holds_no_labels_yet(tmp_path, capsys):
     """Two runs started together on a new --db: the second found the first's file made but not yet migrated
     (schema version 0) and refused it as "not a leaderboard database" (CI, stop 32). It stores nothing yet:
