@@ -31,6 +31,15 @@ def without_write_permission_bypass() -> list[str]:
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
 
 
+def cli_flags(settings: dict) -> list[str]:
+    """A trainer config's fields as the command line spells them (a bool as ``--name`` or ``--no-name``)."""
+    flags = []
+    for key, value in settings.items():
+        name = key.replace("_", "-")
+        flags.append(f"--{name}" if value is True else f"--no-{name}" if value is False else f"--{name}={value}")
+    return flags
+
+
 def play_random_game(env, agents, seed=None):
     """Play one game with ``agents`` (one per seat); returns the env's final returns."""
     env.reset(seed=seed)

@@ -13,6 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from conftest import cli_flags  # noqa: E402
+
 from spiral_arena.models import Sampling  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import train  # noqa: E402
@@ -34,15 +36,6 @@ SMALL = {
     "eval_tactics": False,  # the TicTacToe read-out (seconds an evaluation) is tested in test_ttt_tactics.py
 }
 VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
-
-
-def cli_flags(settings: dict) -> list[str]:
-    """Config fields as the command line spells them (a bool as ``--name`` or ``--no-name``)."""
-    flags = []
-    for key, value in settings.items():
-        name = key.replace("_", "-")
-        flags.append(f"--{name}" if value is True else f"--no-{name}" if value is False else f"--{name}={value}")
-    return flags
 
 
 def rows(run: Path) -> list[dict]:

