@@ -118,6 +118,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_trainer_groups.py::test_a_wave_asks_the_judge_at_once_and_failed_games_leave_the_update",),
     ),
     Mutant(
+        "leaderboard: a label's first record written without checking it",
+        "leaderboard/store.py",
+        "check_labels(conn, {label: spec})",
+        "None",
+        ("tests/test_leaderboard_pool.py::test_a_label_another_run_stores_after_this_runs_check_stops_this_run_before_its_games",),
+    ),
+    Mutant(
+        "leaderboard: labels not checked again once the run has the database",
+        "leaderboard/runner.py",
+        "store.check_labels(conn, {e.label: e.stored_spec for e in entrants})",
+        "None",
+        ("tests/test_leaderboard_pool.py::test_a_label_another_run_stores_after_this_runs_check_stops_this_run_before_its_games",),
+    ),
+    Mutant(
         "serve: a prefix of the token (or none) accepted",
         "spiral_arena/serve.py",
         "not hmac.compare_digest(token.strip().encode(), api_key.encode())",

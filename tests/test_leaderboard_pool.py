@@ -246,14 +246,17 @@ def test_a_plain_run_refuses_a_label_stored_for_another_agent_naming_both_specs(
     assert "0 played" not in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("window", ["after the check", "after the run started"])
+@pytest.mark.parametrize(
+    ("window", "workers"), [("after the check", 1), ("after the check", 2), ("after the run started", 1)], ids=str
+)
 def test_a_label_another_run_stores_after_this_runs_check_stops_this_run_before_its_games(
-    tmp_path, capsys, monkeypatch, window
+    tmp_path, capsys, monkeypatch, window, workers
 ):
     """Two runs that give one label two specs, started together, could both pass the check before any game
     (each read before the other wrote). The check is made again where the run writes: here another run
     stores foo=expert between this run's check and its start, or after its start and before its first
-    record of foo. This run (foo=expert#alpha=0.2) stops with the same message and stores no game of foo."""
+    record of foo. This run (foo=expert#alpha=0.2) stops with the same one-line message, with workers too,
+    and stores no game of foo."""
     import leaderboard.reference_pool
 
     db = tmp_path / "lb.sqlite"
@@ -279,9 +282,10 @@ def test_a_label_another_run_stores_after_this_runs_check_stops_this_run_before_
     else:
         after(store, "load_agents")  # the run's player reads the recorded agents once it has checked its labels
     plain = ["leaderboard", "run", "--games", "TicTacToe-v0", "--games-per-pair", "2", "--db", str(db), "--no-progress"]
-    assert cli_main([*plain, "--agents", "random,foo=expert#alpha=0.2"]) == 2
+    assert cli_main([*plain, "--workers", str(workers), "--agents", "random,foo=expert#alpha=0.2"]) == 2
     err = capsys.readouterr().err
     assert "stores 'foo' as expert, not expert#alpha=0.2: a label names one agent" in err, err
+    assert err.count("\n") == 1, err
     assert store.read_specs(db, ["foo"]) == {"foo": {"expert"}}
     assert rows(db) == {}
 
