@@ -16,6 +16,7 @@ from pettingzoo.utils.conversions import turn_based_aec_to_parallel
 import spiral_arena
 from spiral_arena.agents import RandomAgent
 from spiral_arena.core.env import OUTCOME_REASONS, TextGameEnv
+from spiral_arena.core.game import TextGame
 from spiral_arena.games.tictactoe import TicTacToe
 from spiral_arena.testing import _text_observations_accepted, api_test, parallel_api_test, seed_test
 from spiral_arena.wrappers import TextArenaCompat
@@ -236,6 +237,81 @@ def test_every_ended_game_states_its_outcome_in_every_info(env_id):
         winners.add(outcomes[0]["winner"])
     if len(env.possible_agents) == 2:
         assert {"player_0", "player_1"} <= winners  # both seats won some game: the winner is not fixed
+
+
+class _OneMoveState:
+    """Player 0 names a result (an index into the game's results) and the game ends with it."""
+
+    def __init__(self, results):
+        self.results, self.current_player, self.chosen = results, 0, None
+
+    def legal_actions(self):
+        return list(range(len(self.results)))
+
+    def apply(self, action):
+        self.chosen, self.current_player = action, -1
+
+    def is_terminal(self):
+        return self.chosen is not None
+
+    def returns(self):
+        return self.results[self.chosen] if self.chosen is not None else (0.0,) * len(self.results[0])
+
+
+class _OneMoveGame(TextGame):
+    """A game a test can end with any returns: the env's end-of-game text and winner on chosen results."""
+
+    name, description, default_obs_format, has_chance = "OneMove", "one move, any result", "last", False
+
+    def __init__(self, results):
+        self.results = results
+        self.agents = tuple(f"player_{i}" for i in range(len(results[0])))
+
+    def new_state(self, rng):
+        return _OneMoveState(self.results)
+
+    def prompt(self, player):
+        return "Name a result."
+
+    def turn_message(self, state, player):
+        return "Your move."
+
+    def parse(self, state, text):
+        return int(text.strip("[]"))
+
+    def legal_action_strings(self, state):
+        return [f"[{i}]" for i in range(len(self.results))]
+
+    def move_messages(self, state, player, action):
+        return []
+
+    def render(self, state):
+        return f"result {state.chosen}"
+
+
+@pytest.mark.parametrize(
+    ("returns", "summary", "winner"),
+    [
+        ((1.0, -1.0), "Player 0 +1, Player 1 -1", "player_0"),
+        ((-1.0, 1.0), "Player 0 -1, Player 1 +1", "player_1"),
+        ((0.0, 0.0), "Player 0 +0, Player 1 +0", None),
+        ((-0.0, 0.0), "Player 0 -0, Player 1 +0", None),  # a cached summary of (0.0, 0.0) must not answer this
+        ((0.0, -0.0), "Player 0 +0, Player 1 -0", None),
+        ((0.5, -0.5), "Player 0 +0.5, Player 1 -0.5", "player_0"),
+        ((1.0, 1.0, -2.0), "Player 0 +1, Player 1 +1, Player 2 -2", None),  # a tie at the top: no winner
+        ((-1.0, 2.0, -1.0), "Player 0 -1, Player 1 +2, Player 2 -1", "player_1"),
+    ],
+)
+def test_the_final_message_and_the_winner_follow_the_returns(returns, summary, winner):
+    """Every result the env has ended before is written and judged the same way again (the summary is
+    formatted once per result and reused: these runs share its cache, in this order)."""
+    results = [(1.0, -1.0)[: len(returns)] + (0.0,) * (len(returns) - 2), (0.0, 0.0, 0.0)[: len(returns)], returns]
+    env = TextGameEnv(_OneMoveGame(results), "OneMove-v0")
+    for chosen in (0, 1, 2, 2):  # other results first, then this one twice
+        env.reset()
+        env.step(f"[{chosen}]")
+    assert env.log.lines[0][-1] == f"[GAME] Game over. Rewards: {summary}."
+    assert env.infos["player_0"]["outcome"] == {"winner": winner, "reason": "normal"}
 
 
 @pytest.mark.parametrize(("question", "winner"), [("Is it a cat?", "questioner"), ("Is it alive?", None)])

@@ -59,6 +59,8 @@ class ResetNeededError(RuntimeError, AttributeError):
 
 def check_seed(seed: Any) -> int | None:
     """``seed`` as an int, or None; the one seed rule of every env (see the module docstring)."""
+    if type(seed) is int and 0 <= seed < SEED_LIMIT:  # the usual case, first: reset() runs every game
+        return seed
     if seed is None:
         return None
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -74,6 +76,19 @@ def _splitmix64(x: int) -> int:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
     return x ^ (x >> 31)
+
+
+def _rewards_text(names: tuple[str, ...], returns: tuple[float, ...]) -> str:
+    """The end-of-game summary ("Player 0 +1, Player 1 -1"): formatted once per distinct result, except
+    results with a zero (a cache cannot tell 0.0 from -0.0, which print as +0 and -0)."""
+    return _format_rewards(names, returns) if 0.0 in returns else _cached_rewards_text(names, returns)
+
+
+def _format_rewards(names: tuple[str, ...], returns: tuple[float, ...]) -> str:
+    return ", ".join([f"{name} {r:+g}" for name, r in zip(names, returns, strict=True)])
+
+
+_cached_rewards_text = functools.lru_cache(maxsize=1024)(_format_rewards)
 
 
 MAX_OBSERVATION_CHARS = 1_000_000
@@ -118,7 +133,7 @@ class TextGameEnv(AECEnv):
         self.possible_agents = list(game.agents)
         self._seat = {a: i for i, a in enumerate(game.agents)}
         self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
-        self._names = [a.replace("_", " ").capitalize() for a in game.agents]  # "Player 0"
+        self._names = tuple(a.replace("_", " ").capitalize() for a in game.agents)  # "Player 0"
         self.state_: Any = None  # None until the first reset()
         # the turn whose infos wait for their first read (``_render_infos``): (player, legal strings, action
         # line, the acting player's info once built)
@@ -358,7 +373,7 @@ class TextGameEnv(AECEnv):
 
     def _finish(self, returns: tuple[float, ...], reason: str = "normal", extra: dict[str, Any] | None = None) -> None:
         """End the game: final rewards, everyone terminated, and the outcome in every info."""
-        agents = self.possible_agents
+        agents, game = self.possible_agents, self.game
         self._unrendered = None  # every info is replaced
         self._set_rewards(returns)
         self.terminations = dict.fromkeys(agents, True)
@@ -366,13 +381,13 @@ class TextGameEnv(AECEnv):
         for i, agent in enumerate(agents):
             info = self._waiting_info(i, free_text=False)  # nothing is legal for anyone any more
             if self._step_info:
-                info.update(self.game.step_info(self.state_))
-            info.update(extra or {})
+                info.update(game.step_info(self.state_))
+            if extra:
+                info.update(extra)
             info["outcome"] = {"winner": winner, "reason": reason}
             self._infos[agent] = info
-        why = self.game.outcome_reason(self.state_) if reason == "normal" else ""
-        summary = ", ".join(f"{self._names[i]} {returns[i]:+g}" for i in range(len(agents)))
-        self.log.post(None, f"Game over. {why}{' ' if why else ''}Rewards: {summary}.")
+        why = game.outcome_reason(self.state_) if reason == "normal" else ""
+        self.log.post(None, f"Game over. {why}{' ' if why else ''}Rewards: {_rewards_text(self._names, returns)}.")
         # Everyone still holds a (final) observation; agents step out with step(None).
         current = self.state_.current_player
         self.agent_selection = agents[(current + 1) % len(agents)] if current >= 0 else agents[0]
@@ -386,8 +401,7 @@ class TextGameEnv(AECEnv):
             won = reason == "normal" and decide is not None and decide(self.state_) == 0
             return agents[0] if won else None
         best = max(returns)
-        leaders = [agent for agent, r in zip(agents, returns, strict=True) if r == best]
-        return leaders[0] if len(leaders) == 1 else None
+        return agents[returns.index(best)] if returns.count(best) == 1 else None
 
     def truncate(self) -> None:
         """Stop the game where it stands, without a result: for limits outside the rules (a trainer's

@@ -193,6 +193,15 @@ def _round_result(move: str, r: RoundResult, c0: int, c1: int) -> str:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _outcome_text(rounds: int, c0: int, c1: int) -> str:
+    played = f"After {rounds} round{'' if rounds == 1 else 's'}"
+    if c0 == c1:
+        return f"{played} the chips are level ({c0:+d} each)."
+    leader = 0 if c0 > c1 else 1
+    return f"{played} Player {leader} leads on chips ({c0:+d} vs {c1:+d})."
+
+
 class KuhnPoker(TextGame):
     name = "KuhnPoker"
     description = "Kuhn poker, J/Q/K, several rounds with real chip accounting; chip leader wins."
@@ -289,12 +298,7 @@ class KuhnPoker(TextGame):
         return _deal_messages(state.round, state.rounds, state.opener, state.cards)
 
     def outcome_reason(self, state: KuhnPokerState) -> str:
-        c0, c1 = state.chips
-        played = f"After {state.rounds} round{'' if state.rounds == 1 else 's'}"
-        if c0 == c1:
-            return f"{played} the chips are level ({c0:+d} each)."
-        leader = 0 if c0 > c1 else 1
-        return f"{played} Player {leader} leads on chips ({c0:+d} vs {c1:+d})."
+        return _outcome_text(state.rounds, *state.chips)
 
     def render(self, state: KuhnPokerState) -> str:
         cards = " ".join(CARD_NAMES[c] for c in state.cards)
