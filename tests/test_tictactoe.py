@@ -124,6 +124,37 @@ def test_each_seat_is_told_its_own_mark_and_sees_it_on_the_board():
     assert re.search(rf"^ 6 \| 7 \| {told[1][0]}$", board, re.M)  # player 1's mark on cell 8
 
 
+def test_the_cells_layout_names_each_cell_by_letter_and_whose_it_is_for_the_player_to_act():
+    env = spiral_arena.make("TicTacToe-v0:board=cells", obs_format="last")
+    env.reset()
+    for cell in (4, 0, 8):  # O on 4 and 8, X on 0; X (player 1) to act
+        env.step(f"[{cell}]")
+    head = "Board (you are 'X'; cells a-i are 0-8; M yours, T theirs, E empty):"
+    assert env.observe("player_1").endswith(f"{head} aM bE cE dE eT fE gE hE iT")
+    env.step("[2]")  # O's turn: the same board from the other side
+    assert env.observe("player_0").endswith(head.replace("'X'", "'O'") + " aT bE cT dE eM fE gE hE iM")
+    assert env.game.render(env.state_).startswith(" X | 1 | X")  # render and the final board stay the grid
+
+
+@pytest.mark.parametrize("board", ["grid", "cells"])
+def test_every_position_reads_back_as_the_player_view(board):
+    from spiral_arena.analysis.tictactoe import positions
+    from spiral_arena.games.tictactoe import TicTacToe
+
+    env = spiral_arena.make(f"TicTacToe-v0:board={board}")
+    for moves in positions()[::7]:
+        env.reset()
+        for cell in moves:
+            env.step(f"[{cell}]")
+        agent = env.agent_selection
+        assert TicTacToe.read_position(env.observe(agent)) == env.infos[agent]["view"], moves
+
+
+def test_an_unknown_board_layout_is_refused_naming_the_valid_ones():
+    with pytest.raises(ValueError, match=r"board must be one of \('grid', 'cells'\), got 'lines'"):
+        spiral_arena.make("TicTacToe-v0:board=lines")
+
+
 def test_openspiel_action_ids_are_row_major_cells():
     state = pyspiel.load_game("tic_tac_toe").new_initial_state()
     assert [state.action_to_string(0, a) for a in range(9)] == [f"x({a // 3},{a % 3})" for a in range(9)]

@@ -43,8 +43,9 @@ def test_completing_cells():
     assert completing_cells(board, 1) == {5}
 
 
-def test_perfect_play_takes_every_win_and_blocks_every_threat():
-    read = tactics_from_scores(expert_score)
+@pytest.mark.parametrize("game", ["TicTacToe-v0", "TicTacToe-v0:board=cells"])
+def test_perfect_play_takes_every_win_and_blocks_every_threat(game):
+    read = tactics_from_scores(expert_score, game=game)  # read on that layout's text (read_position reads both)
     assert read["takes_win"] == pytest.approx(1.0)
     assert read["blocks"] == pytest.approx(1.0)
     assert read["invalid_mass"] == pytest.approx(0.0, abs=1e-12)
@@ -96,10 +97,13 @@ def test_uniform_play_and_the_stride():
         tactics_from_scores(uniform, stride=0)
 
 
-@pytest.mark.parametrize("on", [True, False])
-def test_the_trainers_evaluation_logs_the_tactics_of_its_policy(tmp_path, on):
+@pytest.mark.parametrize(
+    ("on", "game"), [(True, "TicTacToe-v0"), (False, "TicTacToe-v0"), (True, "TicTacToe-v0:board=cells")]
+)
+def test_the_trainers_evaluation_logs_the_tactics_of_its_policy(tmp_path, on, game):
     """With eval_tactics (the tiny recipe's setting) an evaluation of a run that trains TicTacToe logs the
-    read-out of its own policy at the evaluation temperature, equal to reading it directly; off, none."""
+    read-out of its own policy at the evaluation temperature on the text of the game it trains (its board
+    layout), equal to reading it directly; off, none."""
     pytest.importorskip("torch")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -117,14 +121,35 @@ def test_the_trainers_evaluation_logs_the_tactics_of_its_policy(tmp_path, on):
     stops = [tokenizer.eos_token_id]
     policy = Policy(HFEngine(model, stops, tokenizer.pad_token_id), tokenizer, "bare", stops)
     assert TrainConfig.build({"recipe": "tiny"}).eval_tactics is True
-    config = TrainConfig.build({"recipe": "tiny", "games": "TicTacToe-v0", "eval_tactics": on})
+    config = TrainConfig.build({"recipe": "tiny", "games": game, "eval_tactics": on})
     scores = evaluate(model, policy, config, parse_mixture(config.games, "")[0], play=False)
     if not on:
         assert not any(key.startswith("eval/ttt_") for key in scores)
         return
-    direct = tactics_from_scores(answer_scorer(model, policy, config.eval_temperature), config.obs_format)
+    direct = tactics_from_scores(answer_scorer(model, policy, config.eval_temperature), config.obs_format, game=game)
+    if game != "TicTacToe-v0":  # another text, other scores: the read-out is not taken on the default grid
+        grid = tactics_from_scores(answer_scorer(model, policy, config.eval_temperature), config.obs_format)
+        assert scores["eval/ttt_takes_win"] != pytest.approx(grid["takes_win"], abs=1e-6)
     assert scores["eval/ttt_takes_win"] == pytest.approx(direct["takes_win"], abs=1e-9)
     assert scores["eval/ttt_blocks"] == pytest.approx(direct["blocks"], abs=1e-9)
     assert scores["eval/ttt_invalid_mass"] == pytest.approx(direct["invalid_mass"], abs=1e-9)
     greedy = tactics_from_scores(answer_scorer(model, policy, 0.0), config.obs_format)
     assert greedy["takes_win"] != pytest.approx(direct["takes_win"], abs=1e-6)  # the temperature is the run's
+
+
+def test_the_tiny_models_tokenizer_learns_the_text_of_the_games_with_their_options(tmp_path):
+    """The embedded model's tokenizer is trained on the games the run trains, options included: with the
+    cells layout each cell word (" aM") is one token, which it is not for a tokenizer of the grid."""
+    pytest.importorskip("torch")
+    from transformers import AutoTokenizer
+
+    from trainers.config import TrainConfig
+    from trainers.setup import tiny_model_dir
+
+    words = " aM bE cT dE eM fE gE hT iE"
+    pieces = {}
+    for layout in ("cells", "grid"):
+        config = TrainConfig.build({"recipe": "tiny", "games": f"TicTacToe-v0:board={layout}", "game_weights": ""})
+        tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir(config, tmp_path / layout))
+        pieces[layout] = len(tokenizer(words, add_special_tokens=False)["input_ids"])
+    assert pieces["cells"] == 9 and pieces["grid"] > 9, pieces

@@ -229,11 +229,14 @@ def kuhn_metrics(model, policy: Policy, obs_format: str = "", temperature: float
     return out
 
 
-def tictactoe_metrics(model, policy: Policy, obs_format: str = "", temperature: float = 1.0) -> dict[str, float]:
+def tictactoe_metrics(
+    model, policy: Policy, obs_format: str = "", temperature: float = 1.0, game: str = "TicTacToe-v0"
+) -> dict[str, float]:
     """Whether the policy reads the board: the probability that it takes an available win, and that it
     blocks the opponent's single threat, exactly over every position where one applies, sampled as the
-    evaluation samples (``temperature``); plus the probability mass it puts on invalid answers there."""
-    tactics = tactics_from_scores(answer_scorer(model, policy, temperature), obs_format)
+    evaluation samples (``temperature``), on the text of ``game`` (its board layout); plus the probability
+    mass it puts on invalid answers there."""
+    tactics = tactics_from_scores(answer_scorer(model, policy, temperature), obs_format, game=game)
     return {f"eval/ttt_{name}": tactics[name] for name in ("takes_win", "blocks", "invalid_mass")}
 
 
@@ -367,8 +370,10 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
     if kuhn_rounds:  # read on single hands whatever the run trains on; the rounds trained are logged beside it
         metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
         metrics["eval/kuhn_trained_rounds"] = max(kuhn_rounds)
-    if config.eval_tactics and any(s.env_id == "TicTacToe-v0" for s in specs):
-        metrics.update(tictactoe_metrics(model, policy, config.obs_format, config.eval_temperature))
+    tictactoe = next((s for s in specs if s.env_id == "TicTacToe-v0"), None)
+    if config.eval_tactics and tictactoe is not None:
+        read = tictactoe_metrics(model, policy, config.obs_format, config.eval_temperature, tictactoe.canonical)
+        metrics.update(read)
     model.train()
     return metrics
 

@@ -20,7 +20,10 @@ def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
 
     path = run_dir / "tiny_init"
     if not path.exists():
-        env_ids = [s.env_id for s in parse_mixture(config.games, config.game_weights)[0]]
+        # the text the model will meet: each game with its options (a board layout, a closed world), except
+        # games that ask an outside model (the corpus is played here, offline), which give their plain text
+        specs = parse_mixture(config.games, config.game_weights)[0]
+        env_ids = [s.canonical if s.make().game.deterministic else s.env_id for s in specs]
         create_tiny(path, env_ids, seed=config.seed, agent=config.sft_agent)
     return path
 

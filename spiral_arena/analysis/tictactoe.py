@@ -49,15 +49,18 @@ def completing_cells(board: list[int], player: int) -> set[int]:
     return cells
 
 
-def tactics_from_scores(score: ScoreFn, obs_format: str = "", stride: int = 1) -> dict[str, float]:
+def tactics_from_scores(
+    score: ScoreFn, obs_format: str = "", stride: int = 1, game: str = "TicTacToe-v0"
+) -> dict[str, float]:
     """``takes_win``: mean probability of completing a line where the player can; ``blocks``: where it
     cannot and the opponent threatens to complete a line on exactly one cell, mean probability of
     taking that cell (against two threats no block saves the game, and perfect play is indifferent);
     each over every ``stride``-th position; ``invalid_mass``: mean probability left off the legal
-    cells in those positions; and how many positions each mean is over."""
+    cells in those positions; and how many positions each mean is over. ``game`` is the Tic-Tac-Toe
+    the policy plays, with its options (``TicTacToe-v0:board=cells``): the text it is read on."""
     if stride < 1:
         raise ValueError(f"stride must be a positive integer, got {stride!r}")
-    env = make("TicTacToe-v0", **({"obs_format": obs_format} if obs_format else {}))
+    env = make(game, **({"obs_format": obs_format} if obs_format else {}))
     cases, items = [], []  # (legal cells, wanted cells, a win?) and (observation, answers), per position
     for moves in positions()[::stride]:
         env.reset(seed=0)

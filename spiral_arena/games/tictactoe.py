@@ -1,4 +1,11 @@
-"""Tic-Tac-Toe: 3x3, cells 0-8 row-major, player 0 moves first, three in a row wins."""
+"""Tic-Tac-Toe: 3x3, cells 0-8 row-major, player 0 moves first, three in a row wins.
+
+Two board layouts for the turn message (``board``): ``grid``, TextArena's 3x3 drawing with each empty
+cell's number; ``cells``, one short word per cell in order, its letter (a-i for 0-8) and what it holds seen
+from the player to act (M: your mark, T: theirs, E: empty), e.g. ``aM bE cT``. A small model reads a
+line of the ``cells`` layout far better: each word is one token that says both where and whose
+(docs/results/learning.md).
+"""
 
 from __future__ import annotations
 
@@ -63,6 +70,17 @@ _TURN = re.compile(r"Board \(you are '([OX])'; numbers are empty cells\):\n(.*)"
 _BOARD_READ = re.compile(re.escape(_BOARD).replace("%s", r"(\S)"))
 # What each cell shows, by what it holds: its number while EMPTY, else the mark of the player who took it.
 _CELL_SHOWS = tuple({EMPTY: _CELL_KEYS[c], 0: MARKS[0], 1: MARKS[1]} for c in range(9))
+BOARDS = ("grid", "cells")
+_LETTERS = "abcdefghi"
+# The cells layout's word for each cell, by the player to act and what the cell holds (EMPTY is -1: "E").
+_CELL_WORDS = tuple(
+    tuple({EMPTY: f" {_LETTERS[c]}E", me: f" {_LETTERS[c]}M", 1 - me: f" {_LETTERS[c]}T"} for c in range(9))
+    for me in (0, 1)
+)
+_CELLS_HEAD = "Board (you are '{}'; cells a-i are 0-8; M yours, T theirs, E empty):"
+_TURN_CELLS = re.compile(
+    re.escape(_CELLS_HEAD).replace(re.escape("{}"), "([OX])") + "".join(f" {letter}([MTE])" for letter in _LETTERS)
+)
 
 PROMPT = """\
 You are Player {me} in Tic-Tac-Toe, a zero-sum game for two players. Your mark is '{mark}'; \
@@ -83,6 +101,11 @@ class TicTacToe(TextGame):
     default_obs_format = "first_last"
     has_chance = False
 
+    def __init__(self, board: str = "grid") -> None:
+        if board not in BOARDS:
+            raise ValueError(f"board must be one of {BOARDS}, got {board!r}")
+        self.layout = board
+
     def new_state(self, rng: np.random.Generator | None) -> TicTacToeState:
         return TicTacToeState()
 
@@ -93,6 +116,9 @@ class TicTacToe(TextGame):
         return _BOARD % tuple(map(dict.__getitem__, _CELL_SHOWS, state.board))
 
     def turn_message(self, state: TicTacToeState, player: int) -> str:
+        if self.layout == "cells":
+            words = _CELL_WORDS[player]
+            return _CELLS_HEAD.format(MARKS[player]) + "".join([words[c][v] for c, v in enumerate(state.board)])
         return f"Board (you are '{MARKS[player]}'; numbers are empty cells):\n{self.render(state)}"
 
     def player_view(self, state: TicTacToeState, player: int) -> dict:
@@ -104,6 +130,11 @@ class TicTacToe(TextGame):
         """``player_view`` read back from the observation's latest turn message (any obs_format), or
         None when that is not a Tic-Tac-Toe turn."""
         turn = latest_turn(observation)
+        cells = None if turn is None else _TURN_CELLS.fullmatch(turn.message)
+        if cells is not None:
+            me = MARKS.index(cells.group(1))
+            holds = {"M": me, "T": 1 - me, "E": EMPTY}
+            return {"board": [holds[h] for h in cells.groups()[1:]], "me": me}
         head = None if turn is None else _TURN.fullmatch(turn.message)
         if head is None:
             return None
