@@ -57,6 +57,7 @@ from rich.table import Table
 
 from trainers.evaluate import TARGETS as RECIPE_TARGETS
 from trainers.evaluate import match_table
+from trainers.rollout import parse_mixture
 
 # Each variant: config overrides on top of the default recipe (the levers issue 13 asks to measure).
 VARIANTS: dict[str, dict[str, object]] = {
@@ -302,7 +303,7 @@ def selection_table(selected: dict[str, list[dict]], games_per_seat: int) -> Tab
 
 def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, float]:
     """The TicTacToe tactics of one saved model, prompted as its run prompted, at its evaluation
-    temperature, on every ``stride``-th position."""
+    temperature, on every ``stride``-th position of the TicTacToe text its run trained on (its options)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from spiral_arena.analysis.tictactoe import tactics_from_scores
@@ -317,7 +318,9 @@ def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, fl
     engine = HFEngine(model, stops, tokenizer.pad_token_id)
     policy = Policy(engine, tokenizer, config["prompt_template"], stops, thinking=config["thinking"])
     score = answer_scorer(model, policy, config["eval_temperature"])
-    return tactics_from_scores(score, config["obs_format"], stride)
+    specs = parse_mixture(config["games"], "")[0]
+    game = next((s.canonical for s in specs if s.env_id == "TicTacToe-v0"), "TicTacToe-v0")
+    return tactics_from_scores(score, config["obs_format"], stride, game=game)
 
 
 def tactics_rows(run: Path, stride: int = 1) -> dict[str, dict[str, float]]:
