@@ -174,6 +174,16 @@ def test_resume_continues_exactly(finished_run, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_checkpoints_keep_the_models_own_pad_id(finished_run):
+    """A pad id the run wrote into the model's config would come back, when a checkpoint is loaded, as the
+    embedding's padding_idx (a row without gradient): a resumed run would then train differently from one
+    that never stopped, as soon as a response holds the pad token."""
+    base = json.loads((finished_run / "tiny_init" / "config.json").read_text())
+    for saved in ("warm_start", "checkpoints/step_000002", "checkpoints/step_000004"):
+        config = json.loads((finished_run / saved / "config.json").read_text())
+        assert config.get("pad_token_id") == base.get("pad_token_id"), saved
+
+
 def test_two_gloo_ranks_equal_one_process(tmp_path):
     flags = cli_flags({**SMALL, "steps": 2, "eval_every": 10})
     flags += ["--rollout-shards=2", "--no-plots"]

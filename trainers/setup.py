@@ -44,7 +44,9 @@ def load_model(config: TrainConfig, run_dir: Path, previous: Path | None, device
         raise ValueError(f"cannot load model {str(path)!r}: {error}") from error
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model.config.pad_token_id = tokenizer.pad_token_id
+    # The model's config stays as loaded: a pad id written into it here would be saved with every checkpoint
+    # and come back, when one is loaded, as the embedding's padding_idx (a row that gets no gradient), so a
+    # resumed run would train the pad token's embedding differently from the run that never stopped.
     if config.gradient_checkpointing:
         # non-reentrant checkpointing also works when the embeddings are frozen (LoRA)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
