@@ -27,9 +27,8 @@ from rich.table import Table
 
 from spiral_arena.agents.experts.tictactoe import move_scores
 from spiral_arena.analysis.read_policy import answer_text
-from spiral_arena.analysis.tictactoe import positions
+from spiral_arena.analysis.tictactoe import replayed
 from spiral_arena.models.policy import Policy
-from spiral_arena.registry import make
 from trainers.evaluate import tictactoe_metrics
 from trainers.sft import sft
 from trainers.tiny import create_tiny
@@ -39,12 +38,8 @@ LAYOUTS = ("grid", "cells")
 
 def expert_records(game: str) -> list[dict]:
     """One record per best cell of the perfect player at every non-terminal position, as the model reads it."""
-    env = make(game, obs_format="last")
     records = []
-    for moves in positions():
-        env.reset()
-        for cell in moves:
-            env.step(f"[{cell}]")
+    for env in replayed(game, "last"):
         state = env.state_
         scores = move_scores(tuple(state.board), state.current_player)
         prompt = env.observe(env.agent_selection)

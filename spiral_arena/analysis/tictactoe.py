@@ -11,9 +11,11 @@ left is mass on invalid answers, reported on its own.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from functools import cache
 
 from spiral_arena.analysis.read_policy import ScoreFn, answer_text, score_all
+from spiral_arena.core.env import TextGameEnv
 from spiral_arena.games.tictactoe import EMPTY, LINES, TicTacToeState
 from spiral_arena.registry import make
 
@@ -49,6 +51,20 @@ def completing_cells(board: list[int], player: int) -> set[int]:
     return cells
 
 
+def replayed(game: str = "TicTacToe-v0", obs_format: str = "", stride: int = 1) -> Iterator[TextGameEnv]:
+    """The env of ``game`` (its options: the text a policy reads) at every ``stride``-th position of
+    ``positions()``, each reached by playing its moves through the env; one env, moved on at each step of
+    the iteration, so read it before the next."""
+    if stride < 1:
+        raise ValueError(f"stride must be a positive integer, got {stride!r}")
+    env = make(game, **({"obs_format": obs_format} if obs_format else {}))
+    for moves in positions()[::stride]:
+        env.reset(seed=0)
+        for cell in moves:
+            env.step(f"[{cell}]")
+        yield env
+
+
 def tactics_from_scores(
     score: ScoreFn, obs_format: str = "", stride: int = 1, game: str = "TicTacToe-v0"
 ) -> dict[str, float]:
@@ -58,14 +74,8 @@ def tactics_from_scores(
     each over every ``stride``-th position; ``invalid_mass``: mean probability left off the legal
     cells in those positions; and how many positions each mean is over. ``game`` is the Tic-Tac-Toe
     the policy plays, with its options (``TicTacToe-v0:board=cells``): the text it is read on."""
-    if stride < 1:
-        raise ValueError(f"stride must be a positive integer, got {stride!r}")
-    env = make(game, **({"obs_format": obs_format} if obs_format else {}))
     cases, items = [], []  # (legal cells, wanted cells, a win?) and (observation, answers), per position
-    for moves in positions()[::stride]:
-        env.reset(seed=0)
-        for cell in moves:
-            env.step(f"[{cell}]")
+    for env in replayed(game, obs_format, stride):
         state = env.state_
         me = state.current_player
         wins, threats = completing_cells(state.board, me), completing_cells(state.board, 1 - me)
