@@ -3,8 +3,9 @@
 The world is the tiny recipe's (``trainers.recipes.CLOSED_WORLD``: 32 table nouns, 7 questions). First the
 scripted questioners' success at each question budget (what a budget asks of a strategy). Then per seed:
 ``spiral-arena train --algo starpo`` on the tiny recipe (its warm start imitates the weak questioner: random
-unasked table questions, naming a noun that fits every answer with probability 0.3 and on the last question),
-and ``--algo delta-belief`` from that run's saved warm start with the same RL budget. The warm start's numbers
+unasked table questions, naming a noun that fits every answer with probability 0.3 and on the last question;
+and at every turn the noun a naming question would pick, a fitting one, apart from that choice), and
+``--algo delta-belief`` from that run's saved warm start with the same RL budget. The warm start's numbers
 are the StarPO run's step-0 evaluation. Every secret of the world is played 8 times at each evaluation:
 Mean@8 and Pass@8 with 95% bootstrap intervals over the secrets, questions per game and per success.
 
@@ -412,7 +413,11 @@ def main() -> None:
             overrides = {name: value for name, value in names.items() if value is not None}
             if args.steps is not None:
                 overrides["eval_every"] = max(1, args.steps // 4)
-            results[seed] = run_seed(seed, out, overrides, args.read_out_games)
+            result = run_seed(seed, out, overrides, args.read_out_games)
+            # read again: another process may have written its seeds to OUT since (seeds run side by side)
+            if results_file.exists():
+                results |= {int(s): r for s, r in json.loads(results_file.read_text()).items()}
+            results[seed] = result
             results_file.write_text(json.dumps(results, indent=2))
     if results:
         report(results, console)

@@ -426,3 +426,57 @@ def test_the_time_limit_covers_the_warm_start(tmp_path, capsys):
     assert f"eval/{CLOSED_WORLD}/mean_at_1" in rows[1] and (out / "checkpoints" / "step_000001").is_dir()
     err = capsys.readouterr().err
     assert "the warm start stopped at SFT step" in err and "STOPPED EARLY by time_limit_s=3 at step 1 of 50" in err
+
+
+def test_naming_records_name_a_noun_that_fits_with_the_opening_as_context():
+    """Issue 26: the warm start's naming records carry the world's knowledge (a noun that fits every answer
+    so far) apart from the agent's choice of when to name; they leave the agent's own games unchanged."""
+    from spiral_arena.agents.experts.twenty_questions import candidates
+    from spiral_arena.registry import GameSpec
+    from trainers.sft import play_transcripts
+
+    specs, weights = [GameSpec.parse(CLOSED_WORLD)], np.array([1.0])
+    plain = list(play_transcripts("expert#guess_prob=0.3", specs, weights, 20, 3, "last"))
+    mixed = list(play_transcripts("expert#guess_prob=0.3", specs, weights, 20, 3, "last", naming=0.5))
+    naming = [r for r in mixed if "context" in r]
+    assert [r for r in mixed if "context" not in r] == plain
+    assert 0.3 < len(naming) / len(plain) < 0.7
+    env = spiral_arena.make("TwentyQuestions-v0", world=32)
+    for record in naming:
+        fitting = record["prompt"].split("Still possible (")[1].split("): ")[1].split(".\n")[0].split(", ")
+        assert record["context"] == "\\boxed{Is it"
+        noun = record["response"].removeprefix(" a ").removeprefix(" an ").removesuffix("?}")
+        assert noun in fitting and noun in env.game.world
+    view = {"questions": [{"question": "Is it an animal?", "answer": "yes"}], "world": env.game.world}
+    assert set(candidates(view)) < set(env.game.world)  # the answers narrow what a record may name
+
+
+def test_a_context_is_read_and_not_trained(tiny_policy):
+    """sft trains the response after a record's context, not the context: its tokens' log-probs move
+    only through what the model shares, while the response's rise to near certainty."""
+    import copy
+
+    import torch
+
+    from trainers.sft import sft
+
+    model, policy = tiny_policy
+    model = copy.deepcopy(model)
+    prompt, context, response = "[GAME] Your turn.", "\\boxed{Is it", " a owl?}"
+    tokenizer = policy.tokenizer
+
+    def logprob(ids_before: list[int], text: str) -> float:
+        target = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([ids_before + target])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(ids_before) - 1 : -1].log_softmax(-1)
+        return float(logits[torch.arange(len(target)), torch.tensor(target)].sum())
+
+    opening = policy.prompt_ids(prompt)
+    with_context = opening + tokenizer(context, add_special_tokens=False)["input_ids"]
+    before = logprob(opening, context), logprob(with_context, response)
+    records = [{"prompt": prompt, "context": context, "response": response}]
+    sft(model, policy, records, steps=30, batch=1, lr=1e-2, seed=0)
+    after = logprob(opening, context), logprob(with_context, response)
+    assert after[1] > -0.5 > before[1]  # the response is learned
+    assert after[0] < -5  # the context was never a target: still unlikely on its own

@@ -203,6 +203,10 @@ class TrainConfig:
     trains on): random legal play by default; the tiny recipe uses position-dependent random play
     (``random#per_state=true``: no strategy, but imitating it means reading the card), the tiny 20
     Questions recipe a weak questioner (``expert#guess_prob=0.3``)."""
+    sft_naming: float = 0.0
+    """Twenty Questions: at this share of the questioner's turns, the warm start also trains the noun a
+    naming question would pick there (one that fits every answer so far, uniformly; the question's
+    opening is context): the world's knowledge, apart from the agent's choice of when to name."""
     sft_batch: int = 64
     """Samples per warm-start step."""
     sft_lr: float = 1e-3

@@ -97,7 +97,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     start_row: dict[str, Any] = {"step": 0}  # step 0: the warm start's loss and evaluation
     if previous is None and config.sft_steps > 0:
         records = list(
-            play_transcripts(config.sft_agent, specs, weights, sft_games(config), config.seed, config.obs_format)
+            play_transcripts(
+                config.sft_agent, specs, weights, sft_games(config), config.seed, config.obs_format, config.sft_naming
+            )
         )
         losses = sft(
             model,

@@ -72,16 +72,17 @@ _GROUP_PPO = {"loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "
 # The CPU setting: a closed world of 32 table nouns and 7 questions (the splitting expert finds every
 # secret, the weak questioner of the warm start about one in five), evaluated on every secret of that world;
 # the recap observation (the questions so far in a few lines) keeps prompts short, and the list of nouns that
-# still fit makes naming one a copy, which the tiny model learns (it does not learn the table's attributes
-# from a warm start: docs/results/twenty-questions.md). A question names one noun at most (one_guess): with any
-# number, StarPO learned to list a dozen nouns per question. The belief is read off the form the warm start
-# names nouns in.
+# still fit makes naming one a copy (the tiny model does not learn the table's attributes from a warm start:
+# docs/results/twenty-questions.md). The copy is learned when the warm start also trains, at every turn, the
+# noun a naming question would pick (sft_naming) for long enough (1,500 steps; 400 leave it at chance). A
+# question names one noun at most (one_guess): with any number, StarPO learned to list a dozen nouns per
+# question. The belief is read off the form the warm start names nouns in.
 CLOSED_WORLD = "TwentyQuestions-v0:recap=true;world=32;max_questions=7;candidates=true;one_guess=true"
 _GROUP_TINY = {
     "games": CLOSED_WORLD, "eval_env_ids": CLOSED_WORLD, "game_weights": "",
     "group_size": 8, "groups_per_step": 4, "max_new_tokens": 24, "max_game_actions": 7, "obs_format": "last",
-    "steps": 100, "eval_every": 25, "sft_steps": 400, "sft_agent": "expert#guess_prob=0.3", "lr": 1e-3,
-    "lr_schedule": "constant", "belief_probe": "named",
+    "steps": 100, "eval_every": 25, "sft_steps": 1500, "sft_agent": "expert#guess_prob=0.3", "sft_naming": 1.0,
+    "lr": 1e-3, "lr_schedule": "constant", "belief_probe": "named",
 }  # fmt: skip
 ALGO_RECIPES: dict[str, dict[str, Any]] = {
     "starpo": {**_GROUP_PPO, "aggregation": "seq_mean_token_mean"},

@@ -18,20 +18,33 @@ import torch
 
 from spiral_arena import make
 from spiral_arena.agents import make_agent
+from spiral_arena.agents.experts.twenty_questions import candidates
 from spiral_arena.analysis.read_policy import answer_text
 from spiral_arena.models.checkpoints import SETTINGS_FILE
 from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.registry import GameSpec
+from trainers.belief import probe_pieces
 from trainers.config import TrainConfig
 
 
 def play_transcripts(
-    agent_spec: str, specs: list[GameSpec], weights: np.ndarray, games: int, seed: int, obs_format: str = ""
+    agent_spec: str,
+    specs: list[GameSpec],
+    weights: np.ndarray,
+    games: int,
+    seed: int,
+    obs_format: str = "",
+    naming: float = 0.0,
 ) -> Iterable[dict]:
-    """(observation, answer) records of ``games`` games played by ``agent_spec`` in every seat."""
+    """(observation, answer) records of ``games`` games played by ``agent_spec`` in every seat.
+
+    ``naming``: at this share of Twenty Questions turns, also a record of the noun a naming question
+    would pick (a noun that fits every answer so far, uniformly), with the question's opening as
+    context: the world's knowledge, trained apart from the agent's choice of when to name."""
     rng = np.random.default_rng(seed)
+    naming_rng = np.random.default_rng([seed, 1])  # its own stream: the games do not change with it
     agent = make_agent(agent_spec)
     if hasattr(agent, "reset"):
         agent.reset(seed=seed)
@@ -45,6 +58,10 @@ def play_transcripts(
             if term or trunc:
                 env.step(None)
                 continue
+            if naming and spec.env_id == "TwentyQuestions-v0" and naming_rng.random() < naming:
+                fitting = candidates(info["view"])
+                opening, noun = probe_pieces(fitting[int(naming_rng.integers(len(fitting)))], "named")
+                yield {"game": spec.label, "role": 0, "prompt": obs, "context": opening, "response": noun + "?}"}
             action = agent.act(obs, info)
             yield {
                 "game": spec.label,
@@ -84,12 +101,18 @@ def sft(
     autocast: Callable[[], AbstractContextManager] = nullcontext,
     deadline: float | None = None,
 ) -> list[float]:
-    """Cross-entropy on the response tokens (and the end-of-turn token) of random batches;
+    """Cross-entropy on the response tokens (and the end-of-turn token) of random batches; a record's
+    ``context`` (the reply's opening, tokenised on its own as the belief probe does) is read, not trained;
     forward passes run inside ``autocast()`` (the trainer's bf16 setting). Stops early, after at least
     one step, once ``time.monotonic()`` passes ``deadline`` (the run's time limit covers its warm start)."""
     tokenizer = policy.tokenizer
     device = next(model.parameters()).device
-    prompts = [policy.prompt_ids(r["prompt"]) for r in records]
+    prompts = [
+        policy.prompt_ids(r["prompt"]) + tokenizer(r["context"], add_special_tokens=False)["input_ids"]
+        if r.get("context")
+        else policy.prompt_ids(r["prompt"])
+        for r in records
+    ]
     targets = [tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for r in records]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     rng = np.random.default_rng(seed)

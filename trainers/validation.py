@@ -112,6 +112,7 @@ RANGES: dict[str, Range] = {
     "logprob_gap_warn": _NON_NEGATIVE,
     "sft_steps": _NON_NEGATIVE,
     "sft_batch": _AT_LEAST_1,
+    "sft_naming": Range(0, 1),
     "sft_lr": _POSITIVE,
     "eval_every": _AT_LEAST_1,
     "eval_games": _AT_LEAST_1,
