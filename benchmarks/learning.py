@@ -57,7 +57,9 @@ from rich.table import Table
 
 from trainers.evaluate import TARGETS as RECIPE_TARGETS
 from trainers.evaluate import match_table
+from trainers.flags import read_settings
 from trainers.rollout import parse_mixture
+from trainers.validation import ConfigError
 
 # Each variant: config overrides on top of the default recipe (the levers issue 13 asks to measure).
 VARIANTS: dict[str, dict[str, object]] = {
@@ -377,12 +379,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--select-games must be at least 1")
     if args.tactics_stride < 1:
         parser.error("--tactics-stride must be at least 1")
-    settings = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            parser.error(f"--set {item!r}: expected KEY=VALUE, e.g. --set steps=100")
-        settings[key.strip()] = value.strip()
+    try:
+        settings = read_settings(args.set)
+    except ConfigError as error:
+        parser.error(str(error))
     out, console = Path(args.out), Console()
     finals: dict[str, list[dict]] = {}
     every: dict[str, dict[int, list[dict]]] = {}

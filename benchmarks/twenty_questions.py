@@ -16,7 +16,7 @@ world, as answers come in. On the same turns, ΔBelief's reward: the share of qu
 belief, and the correlation of the rise with the splitting expert's information gain of the question.
 
     python benchmarks/twenty_questions.py [--seeds 0,1,2] [--out runs/twenty_questions] [--steps N]
-        [--report]
+        [--set KEY=VALUE ...] [--report]
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ from spiral_arena.play import play_game
 from spiral_arena.registry import GameSpec
 from trainers.belief import log_beliefs
 from trainers.config import TrainConfig
+from trainers.flags import read_settings
 from trainers.loop import train
 from trainers.recipes import CLOSED_WORLD
+from trainers.validation import ConfigError
 
 T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57}  # Student t, two-sided 95%, by degrees of freedom
 QUESTIONERS = {  # the scripted questioners, weakest first
@@ -380,8 +382,13 @@ def main() -> None:
     parser.add_argument("--budgets", default="5,6,7,8,10", help="question budgets of the scripted questioners' table")
     parser.add_argument("--scripted-games", type=int, default=400)
     parser.add_argument("--read-out-games", type=int, default=40, help="weak questioner games of the read-out")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, all runs")
     parser.add_argument("--report", action="store_true", help="only print the tables of OUT/results.json")
     args = parser.parse_args()
+    try:
+        settings = read_settings(args.set)
+    except ConfigError as error:
+        parser.error(str(error))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     console = Console()
@@ -410,7 +417,7 @@ def main() -> None:
                 "sft_steps": args.sft_steps,
                 "eval_samples_per_secret": args.samples_per_secret,
             }
-            overrides = {name: value for name, value in names.items() if value is not None}
+            overrides = {name: value for name, value in names.items() if value is not None} | settings
             if args.steps is not None:
                 overrides["eval_every"] = max(1, args.steps // 4)
             result = run_seed(seed, out, overrides, args.read_out_games)

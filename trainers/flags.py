@@ -50,6 +50,17 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return values
 
 
+def read_settings(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` overrides (a benchmark's ``--set``) as fields; values stay text, as from a flag."""
+    settings = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError([f"--set {item!r}: expected KEY=VALUE, e.g. --set steps=100"])
+        settings[key.strip()] = value.strip()
+    return settings
+
+
 @functools.cache
 def field_docs() -> dict[str, str]:
     """Each field's docstring (the string literal right under it in ``TrainConfig``), on one line."""
