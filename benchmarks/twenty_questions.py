@@ -291,6 +291,7 @@ def plot(results: dict[int, dict], path: Path) -> None:
 
 
 def report(results: dict[int, dict], console: Console) -> None:
+    results = dict(sorted(results.items()))  # seeds run side by side arrive in any order
     k = next(iter(results.values()))["samples_per_secret"]
     table = Table(title=f"{CLOSED_WORLD}: every secret x {k} games (95% intervals over secrets)")
     for column in (
@@ -324,6 +325,7 @@ def report(results: dict[int, dict], console: Console) -> None:
     console.print(summary)
     for name, (a, b) in {
         "StarPO - warm start": ("StarPO", "warm start"),
+        "ΔBelief - warm start": ("ΔBelief", "warm start"),
         "ΔBelief - StarPO": ("ΔBelief", "StarPO"),
     }.items():
         diffs = [r["methods"][a]["mean8"] - r["methods"][b]["mean8"] for r in results.values()]

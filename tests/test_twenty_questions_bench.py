@@ -39,7 +39,7 @@ def test_the_experiment_runs_end_to_end_and_reports_every_method(tmp_path):
     command = [
         sys.executable, "benchmarks/twenty_questions.py", "--seeds", "0", "--out", str(out), "--steps", "1",
         "--sft-steps", "3", "--samples-per-secret", "1", "--read-out-games", "2", "--budgets", "7",
-        "--scripted-games", "8",
+        "--scripted-games", "8", "--set", "kl_coef=0",
     ]  # fmt: skip
     wide = {**os.environ, "COLUMNS": "250"}  # rich wraps the tables' headers at 80 columns otherwise
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900, env=wide)
@@ -56,6 +56,8 @@ def test_the_experiment_runs_end_to_end_and_reports_every_method(tmp_path):
     for method, known in results["knowledge"].items():
         assert 0 <= known["fit_mass"] <= 1 and 0 < known["fit_chance"] <= 1, method
         assert known["belief_uniform"] == pytest.approx(1 / 32)
+    for run in ("starpo", "delta_belief"):  # --set reaches both methods (the recipe's anchor is 0.1)
+        assert json.loads((out / "seed0" / run / "config.json").read_text())["kl_coef"] == 0
     assert (out / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     report = [*command[:2], "--out", str(out), "--report"]
     again = subprocess.run(report, cwd=REPO, capture_output=True, text=True, env=wide)
