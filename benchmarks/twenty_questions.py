@@ -208,6 +208,12 @@ def curve(run: Path, k: int) -> list[tuple[int, float]]:
     return [(r["step"], r[mean_key(k)]) for r in rows(run) if mean_key(k) in r]
 
 
+def train_curve(run: Path) -> list[tuple[int, float]]:
+    """The success of each RL step's training games (4 x 8 in the recipe): the games the update learns from."""
+    key = f"train/{CLOSED_WORLD}/success"
+    return [(r["step"], r[key]) for r in rows(run) if key in r]
+
+
 def run_seed(seed: int, out: Path, overrides: dict, read_out_games: int) -> dict:
     """Both runs of one seed and what they measured. ``overrides``: the recipe's values to change (a short
     run in the tests)."""
@@ -239,6 +245,7 @@ def run_seed(seed: int, out: Path, overrides: dict, read_out_games: int) -> dict
             "ΔBelief": scores([r for r in belief_rows if mean_key(k) in r][-1], belief_wall / 60, k),
         },
         "curves": {"StarPO": curve(starpo_dir, k), "ΔBelief": [(0, start[mean_key(k)])] + curve(belief_dir, k)},
+        "train_curves": {"StarPO": train_curve(starpo_dir), "ΔBelief": train_curve(belief_dir)},
         "samples_per_secret": k,
         "knowledge": {
             "warm start": knowledge(starpo_dir / "warm_start", config, positions),
@@ -263,15 +270,29 @@ def spread(values: list[float]) -> str:
     return f"{100 * statistics.mean(values):.1f} ± {100 * statistics.stdev(values):.1f}"
 
 
-def plot(results: dict[int, dict], path: Path) -> None:
-    """Mean@k over RL steps, both methods on one axis: each seed thin, the mean over seeds thick."""
+def plot(results: dict[int, dict], path: Path, window: int = 10) -> None:
+    """Mean@k over RL steps, both methods on one axis: each seed thin, the mean over seeds thick; beside it the
+    success of the training games at every step (mean over seeds of a ``window``-step running mean)."""
     k = next(iter(results.values()))["samples_per_secret"]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, (ax, steps_ax) = plt.subplots(1, 2, figsize=(12, 4))
+    for method, color in (("StarPO", "tab:blue"), ("ΔBelief", "tab:orange")):
+        per_seed = [dict(r["train_curves"][method]) for r in results.values()]
+        steps = sorted(set.intersection(*(set(c) for c in per_seed)))
+        running = [
+            statistics.mean(statistics.mean(c[t] for t in steps[max(0, i - window + 1) : i + 1]) for c in per_seed)
+            for i in range(len(steps))
+        ]
+        steps_ax.plot(steps, [100 * v for v in running], color=color, linewidth=2, label=method)
+    steps_ax.set_xlabel("RL step")
+    steps_ax.set_ylabel(f"training games won, %\n(running mean of {window} steps, mean of seeds)")
+    steps_ax.set_title("Every step's training games", fontsize=10)
+    steps_ax.legend()
+    steps_ax.grid(alpha=0.3)
     for method, color in (("StarPO", "tab:blue"), ("ΔBelief", "tab:orange")):
         per_seed = [dict(r["curves"][method]) for r in results.values()]
         for c in per_seed:
@@ -282,7 +303,7 @@ def plot(results: dict[int, dict], path: Path) -> None:
     ax.set_xlabel("RL step")
     ax.set_ylabel(f"Mean@{k} success, %")
     options = CLOSED_WORLD.split(":")[1].replace(";", "; ")  # on a line of its own: one line is wider than the plot
-    ax.set_title(f"Twenty Questions, closed world\n{options}", fontsize=10)
+    ax.set_title(f"Twenty Questions, closed world: evaluation\n{options}", fontsize=10)
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -53,6 +53,9 @@ def test_the_experiment_runs_end_to_end_and_reports_every_method(tmp_path):
     assert set(results["methods"]) == {"warm start", "StarPO", "ΔBelief"}
     assert [step for step, _ in results["curves"]["StarPO"]] == [0, 1]
     assert [step for step, _ in results["curves"]["ΔBelief"]] == [0, 1]
+    for method in ("StarPO", "ΔBelief"):  # every RL step's training games, beside the evaluations
+        assert [step for step, _ in results["train_curves"][method]] == [1]
+        assert 0 <= results["train_curves"][method][0][1] <= 1
     for method, known in results["knowledge"].items():
         assert 0 <= known["fit_mass"] <= 1 and 0 < known["fit_chance"] <= 1, method
         assert known["belief_uniform"] == pytest.approx(1 / 32)

@@ -58,14 +58,16 @@ def play_transcripts(
             if term or trunc:
                 env.step(None)
                 continue
+            role = env.possible_agents.index(name)
             if naming and spec.env_id == "TwentyQuestions-v0" and naming_rng.random() < naming:
-                fitting = candidates(info["view"])
-                opening, noun = probe_pieces(fitting[int(naming_rng.integers(len(fitting)))], "named")
-                yield {"game": spec.label, "role": 0, "prompt": obs, "context": opening, "response": noun + "?}"}
+                fitting = candidates(info["view"])  # empty only once every noun was named
+                if fitting:
+                    opening, noun = probe_pieces(fitting[int(naming_rng.integers(len(fitting)))], "named")
+                    yield {"game": spec.label, "role": role, "prompt": obs, "context": opening, "response": noun + "?}"}
             action = agent.act(obs, info)
             yield {
                 "game": spec.label,
-                "role": env.possible_agents.index(name),
+                "role": role,
                 "prompt": obs,
                 "response": answer_text(action),
             }
