@@ -249,6 +249,20 @@ MUTANTS: tuple[Mutant, ...] = (
         requires="vllm",
         python=VLLM_PYTHON,
     ),
+    Mutant(
+        "SFT: a record's context dropped from what the model reads",
+        "trainers/sft.py",
+        'policy.prompt_ids(r["prompt"]) + tokenizer(r["context"], add_special_tokens=False)["input_ids"]',
+        'policy.prompt_ids(r["prompt"])',
+        ("tests/test_trainer_groups.py::test_a_context_is_read_and_not_trained",),
+    ),
+    Mutant(
+        "naming records: any world noun, fitting or not",
+        "trainers/sft.py",
+        'fitting = candidates(info["view"])',
+        'fitting = list(info["view"]["world"])',
+        ("tests/test_trainer_groups.py::test_naming_records_name_a_noun_that_fits_with_the_opening_as_context",),
+    ),
 )
 
 
