@@ -204,13 +204,12 @@ def scores(row: dict, minutes: float, k: int) -> dict[str, float]:
     }
 
 
-def curve(run: Path, k: int) -> list[tuple[int, float]]:
-    return [(r["step"], r[mean_key(k)]) for r in rows(run) if mean_key(k) in r]
+# the success of each RL step's training games (4 x 8 in the recipe): the games the update learns from
+TRAIN_SUCCESS = f"train/{CLOSED_WORLD}/success"
 
 
-def train_curve(run: Path) -> list[tuple[int, float]]:
-    """The success of each RL step's training games (4 x 8 in the recipe): the games the update learns from."""
-    key = f"train/{CLOSED_WORLD}/success"
+def curve(run: Path, key: str) -> list[tuple[int, float]]:
+    """(step, value) of ``key`` in every metrics row of ``run`` that has it."""
     return [(r["step"], r[key]) for r in rows(run) if key in r]
 
 
@@ -244,8 +243,11 @@ def run_seed(seed: int, out: Path, overrides: dict, read_out_games: int) -> dict
             "StarPO": scores(starpo_end, starpo_rl / 60, k),
             "ΔBelief": scores([r for r in belief_rows if mean_key(k) in r][-1], belief_wall / 60, k),
         },
-        "curves": {"StarPO": curve(starpo_dir, k), "ΔBelief": [(0, start[mean_key(k)])] + curve(belief_dir, k)},
-        "train_curves": {"StarPO": train_curve(starpo_dir), "ΔBelief": train_curve(belief_dir)},
+        "curves": {
+            "StarPO": curve(starpo_dir, mean_key(k)),
+            "ΔBelief": [(0, start[mean_key(k)])] + curve(belief_dir, mean_key(k)),
+        },
+        "train_curves": {"StarPO": curve(starpo_dir, TRAIN_SUCCESS), "ΔBelief": curve(belief_dir, TRAIN_SUCCESS)},
         "samples_per_secret": k,
         "knowledge": {
             "warm start": knowledge(starpo_dir / "warm_start", config, positions),

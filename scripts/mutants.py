@@ -252,8 +252,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "SFT: a record's context dropped from what the model reads",
         "trainers/sft.py",
-        'policy.prompt_ids(r["prompt"]) + tokenizer(r["context"], add_special_tokens=False)["input_ids"]',
-        'policy.prompt_ids(r["prompt"])',
+        'ids + contexts[r.get("context", "")] for ids, r',
+        "ids for ids, r",
         ("tests/test_trainer_groups.py::test_a_context_is_read_and_not_trained",),
     ),
     Mutant(

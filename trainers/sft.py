@@ -109,12 +109,9 @@ def sft(
     one step, once ``time.monotonic()`` passes ``deadline`` (the run's time limit covers its warm start)."""
     tokenizer = policy.tokenizer
     device = next(model.parameters()).device
-    prompts = [
-        policy.prompt_ids(r["prompt"]) + tokenizer(r["context"], add_special_tokens=False)["input_ids"]
-        if r.get("context")
-        else policy.prompt_ids(r["prompt"])
-        for r in records
-    ]
+    contexts = {c: tokenizer(c, add_special_tokens=False)["input_ids"] for c in {r.get("context", "") for r in records}}
+    prompt_ids = policy.prompt_ids_batch([r["prompt"] for r in records])
+    prompts = [ids + contexts[r.get("context", "")] for ids, r in zip(prompt_ids, records, strict=True)]
     targets = [tokenizer(r["response"], add_special_tokens=False)["input_ids"] + [policy.end_of_turn] for r in records]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     rng = np.random.default_rng(seed)
