@@ -55,6 +55,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from spiral_arena.registry import GameSpec
 from trainers.evaluate import TARGETS as RECIPE_TARGETS
 from trainers.evaluate import match_table
 from trainers.flags import read_settings
@@ -76,7 +77,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "vs_expert": {"opponent": "expert"},
 }
 CONTROL = ("default", "vs_random", "vs_expert")
-KUHN, TTT = "KuhnPoker-v0:rounds=1", "TicTacToe-v0"
+KUHN, TTT = "KuhnPoker-v0", "TicTacToe-v0"  # env ids: a run's games carry options (TicTacToe-v0:board=lines)
 # The trainer's own targets (trainers.evaluate.TARGETS), under this table's metric names.
 _METRICS = {"kuhn_exploitability": "exploitability", "tictactoe_vs_random": "ttt_win_or_draw", "invalid": "invalid"}
 TARGETS = {_METRICS[key]: (kind, limit) for key, kind, limit, _ in RECIPE_TARGETS}
@@ -105,11 +106,13 @@ def summary(r: dict) -> dict[str, float]:
     """The headline numbers of one evaluation row."""
 
     table = match_table(r)
+    played = {GameSpec.parse(game).env_id: game for game in table}  # the run's own spelling of each game
 
-    def against(game: str, opponent: str, outcome: str) -> float:
-        return table.get(game, {}).get(opponent, {}).get(outcome, float("nan"))
+    def against(env_id: str, opponent: str, outcome: str) -> float:
+        return table.get(played.get(env_id, ""), {}).get(opponent, {}).get(outcome, float("nan"))
 
-    invalid = [o["random"]["invalid"] for g, o in table.items() if (KUHN in g or TTT in g) and "random" in o]
+    rows = [table[played[env_id]] for env_id in (KUHN, TTT) if env_id in played]
+    invalid = [row["random"]["invalid"] for row in rows if "random" in row]
     return {
         "step": r["step"],
         "time_s": r["time_s"],
@@ -196,9 +199,15 @@ def score(row: dict) -> float:
     return row["ttt_win_or_draw"] - row["exploitability"]
 
 
-def ttt_vs_random(checkpoint: Path, games_per_seat: int) -> float:
-    """Win-or-draw share of ``hf:checkpoint`` (its recorded sampling) against random at TicTacToe,
-    ``games_per_seat`` games in each seat on fresh seeds, played in flight as ``spiral-arena play`` does."""
+def ttt_game(config: dict) -> str:
+    """The TicTacToe a run trained, with its options (its board layout): the text to replay and read it on."""
+    return next((s.canonical for s in parse_mixture(config["games"], "")[0] if s.env_id == TTT), TTT)
+
+
+def ttt_vs_random(checkpoint: Path, games_per_seat: int, game: str) -> float:
+    """Win-or-draw share of ``hf:checkpoint`` (its recorded sampling) against random at ``game`` (the
+    run's TicTacToe, its options included), ``games_per_seat`` games in each seat on fresh seeds, played
+    in flight as ``spiral-arena play`` does."""
     from spiral_arena.agents import make_agent
     from spiral_arena.play import play_games
 
@@ -206,7 +215,7 @@ def ttt_vs_random(checkpoint: Path, games_per_seat: int) -> float:
     seeds = list(range(SELECT_SEED, SELECT_SEED + games_per_seat))
     good = 0
     for seat, agents in enumerate(([model, opponent], [opponent, model])):
-        for _, record in play_games(TTT, agents, seeds, concurrency=64):
+        for _, record in play_games(game, agents, seeds, concurrency=64):
             good += record.returns[seat] >= record.returns[1 - seat]
     return good / (2 * games_per_seat)
 
@@ -219,8 +228,9 @@ def selection_row(run: Path, games_per_seat: int) -> dict[str, float] | None:
     if not candidates or rows[-1]["step"] not in saved:
         return None
     last, picked = rows[-1], max(candidates, key=score)
-    last_ttt = ttt_vs_random(saved[last["step"]], games_per_seat)
-    picked_ttt = last_ttt if picked is last else ttt_vs_random(saved[picked["step"]], games_per_seat)
+    game = ttt_game(json.loads((run / "config.json").read_text()))
+    last_ttt = ttt_vs_random(saved[last["step"]], games_per_seat, game)
+    picked_ttt = last_ttt if picked is last else ttt_vs_random(saved[picked["step"]], games_per_seat, game)
     return {
         "picked_step": picked["step"],
         "last_exploitability": last["exploitability"],
@@ -320,9 +330,7 @@ def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, fl
     engine = HFEngine(model, stops, tokenizer.pad_token_id)
     policy = Policy(engine, tokenizer, config["prompt_template"], stops, thinking=config["thinking"])
     score = answer_scorer(model, policy, config["eval_temperature"])
-    specs = parse_mixture(config["games"], "")[0]
-    game = next((s.canonical for s in specs if s.env_id == "TicTacToe-v0"), "TicTacToe-v0")
-    return tactics_from_scores(score, config["obs_format"], stride, game=game)
+    return tactics_from_scores(score, config["obs_format"], stride, game=ttt_game(config))
 
 
 def tactics_rows(run: Path, stride: int = 1) -> dict[str, dict[str, float]]:

@@ -1,6 +1,6 @@
 """Can the tiny model learn to read a TicTacToe board at all, and does the text layout decide it?
 
-For each board layout (``TicTacToe-v0:board=grid`` and ``board=cells``) and seed: a fresh tiny model
+For each board layout (``TicTacToe-v0:board=grid``, ``board=cells`` and ``board=lines``) and seed: a fresh tiny model
 (``trainers.tiny``, its tokenizer trained on random play of that layout) is taught the answer directly,
 by supervised training on the perfect player's best cells at every non-terminal position (4,520
 positions, one record per best cell, last-message observations), with the warm start's own loop
@@ -9,7 +9,7 @@ positions, one record per best cell, last-message observations), with the warm s
 a win can be taken or a single threat blocked) says whether it learned. Uniform play over the legal cells
 scores 0.433 and 0.313. This isolates what the model can learn from what the RL signal teaches it.
 
-    python benchmarks/ttt_layouts.py                    # both layouts, seeds 0, 1, 2, 1,500 steps
+    python benchmarks/ttt_layouts.py                    # all three layouts, seeds 0, 1, 2, 1,500 steps
     python benchmarks/ttt_layouts.py --seeds 1 --steps 200
 """
 
@@ -33,7 +33,7 @@ from trainers.evaluate import tictactoe_metrics
 from trainers.sft import sft
 from trainers.tiny import create_tiny
 
-LAYOUTS = ("grid", "cells")
+LAYOUTS = ("grid", "cells", "lines")
 
 
 def expert_records(game: str) -> list[dict]:

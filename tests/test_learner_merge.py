@@ -16,7 +16,7 @@ from spiral_arena.models.logprobs import pack, response_logprobs  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed import Distributed  # noqa: E402
 from trainers.learner import merge_duplicates, update  # noqa: E402
-from trainers.losses import AGGREGATIONS, aggregate, kl_to_reference, policy_loss  # noqa: E402
+from trainers.losses import AGGREGATIONS, aggregate, policy_loss  # noqa: E402
 from trainers.rollout import Turn  # noqa: E402
 from trainers.tiny import build_model  # noqa: E402
 
@@ -31,6 +31,9 @@ def small_model():
     return model
 
 
+GAMES = TrainConfig.build({}).games.split(",")  # the tiny recipe's two games: the turns' labels
+
+
 def duplicated_turns() -> list[Turn]:
     """13 turns in 5 groups: a repeated Kuhn-like decision with positive advantages of different sizes
     (one of them last), the same answer with negative ones, and responses of different lengths."""
@@ -42,7 +45,7 @@ def duplicated_turns() -> list[Turn]:
     turns = []
     for k, (p, r, adv) in enumerate(plan):
         sampled = (-1.0 - 0.1 * k - 0.01 * np.arange(len(responses[r]))).tolist()  # each turn its own
-        turn = Turn("g", k % 2, "", prompts[p], responses[r], sampled, "", True)
+        turn = Turn(GAMES[p % 2], k % 2, "", prompts[p], responses[r], sampled, "", True)
         turn.advantage = adv
         turns.append(turn)
     return turns
@@ -85,22 +88,31 @@ def unmerged_gradient(model, reference, turns, config) -> dict[str, torch.Tensor
         old = response_logprobs(model, ids, attention, positions, mask, config.temperature)[0]
         ref = response_logprobs(reference, ids, attention, positions, mask, config.temperature)[0]
     loss, _ = policy_loss(logp, old, advantages, mask, config.loss, config.clip, config.aggregation, 8)
-    objective = loss + config.kl_coef * kl_to_reference(logp, ref, mask, config.aggregation, 8)
+    d = ref - logp  # the estimator per token, each turn at its game's KL weight
+    per_token = torch.exp(d) - d - 1.0 if config.kl_estimator == "k3" else 0.5 * d * d
+    weighted = per_token * torch.tensor([config.kl_by_game[t.game] for t in turns])[:, None]
+    objective = loss + aggregate(weighted, mask, config.aggregation, 8)
     objective = objective - config.entropy_coef * aggregate(entropy, mask, config.aggregation, 8)
     objective.backward()
     return {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-# (micro-batch, KL coefficient, entropy coefficient): merged rows of weights 5, 3, 2, 2, 1 share micro-batches
-# ([5, 3], [2, 2], [1] at 2; all five at 5), and each term alone carries the gradient once, so a term that
-# ignores the row weights moves the step by far more than float rounding
-TERMS = [(2, 0.3, 0.0), (5, 0.3, 0.0), (5, 0.0, 0.0), (5, 0.0, 0.5), (3, 0.3, 0.5)]
+# (micro-batch, KL coefficient, per-game KL coefficients, KL estimator, entropy coefficient): merged rows of
+# weights 5, 3, 2, 2, 1 share micro-batches ([5, 3], [2, 2], [1] at 2; all five at 5), and each term alone
+# carries the gradient once, so a term that ignores the row weights (or the turn's game, or the estimator)
+# moves the step by far more than float rounding
+TERMS = [
+    (2, 0.3, "", "k3", 0.0), (5, 0.3, "", "k3", 0.0), (5, 0.0, "", "k3", 0.0), (5, 0.0, "", "k3", 0.5),
+    (3, 0.3, "", "k3", 0.5), (2, 0.0, "0.05,0.6", "k3", 0.0), (5, 0.3, "0.6,0", "k2", 0.0), (2, 0.3, "", "k2", 0.0),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("micro_batch", "kl_coef", "entropy_coef"), TERMS)
+@pytest.mark.parametrize(("micro_batch", "kl_coef", "game_kl_coefs", "kl_estimator", "entropy_coef"), TERMS)
 @pytest.mark.parametrize("loss", ["reinforce", "ppo"])
 @pytest.mark.parametrize("how", AGGREGATIONS)
-def test_merged_update_is_the_unmerged_update(loss, how, micro_batch, kl_coef, entropy_coef):
+def test_merged_update_is_the_unmerged_update(
+    loss, how, micro_batch, kl_coef, game_kl_coefs, kl_estimator, entropy_coef
+):
     """SGD with lr 1 moves each weight by minus its gradient: the merged learner's step must be the
     gradient of the unmerged objective, while its forward passes see 5 rows, not 13."""
     torch.manual_seed(0)
@@ -116,6 +128,8 @@ def test_merged_update_is_the_unmerged_update(loss, how, micro_batch, kl_coef, e
             "epochs": 1,
             "micro_batch": micro_batch,
             "kl_coef": kl_coef,
+            "game_kl_coefs": game_kl_coefs,
+            "kl_estimator": kl_estimator,
             "entropy_coef": entropy_coef,
             "max_new_tokens": 8,
         }
@@ -130,14 +144,13 @@ def test_merged_update_is_the_unmerged_update(loss, how, micro_batch, kl_coef, e
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     total = (len(turns), sum(len(t.response_ids) for t in turns))
     cpu = torch.device("cpu")
-    anchor = reference if kl_coef > 0 else None
+    anchor = reference if any(config.kl_by_game.values()) else None
     stats = update(model, anchor, optimizer, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
     hook.remove()
 
     for name, p in model.named_parameters():
         # float rounding moves entries by up to ~3e-7 (gradients up to ~0.2); an unweighted term by ~1e-2
         torch.testing.assert_close(before[name] - p.detach(), expected[name], rtol=1e-4, atol=1e-6, msg=name)
-
 
     # the head sees each micro-batch's response columns; merged rows of response lengths 3, 3, 2, 4, 4:
     # at 2, [5, 3] x 3 wide, [2, 2] x 4, [1] x 4; at 3, [5, 3, 2] x 3, [2, 1] x 4; at 5, all five x 4

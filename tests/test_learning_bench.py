@@ -21,6 +21,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import learning  # noqa: E402
 
+from trainers.config import TrainConfig  # noqa: E402
+
 SMALL = [
     "steps=2", "sft_steps=4", "sft_batch=16", "samples_per_step=24", "games_in_flight=8", "eval_every=2",
     "eval_games=2", "eval_env_ids=KuhnPoker-v0:rounds=1", "eval_opponents=random", "time_limit_s=0",
@@ -72,7 +74,7 @@ def test_bad_arguments_are_named(capsys):
 
 def test_select_picks_the_best_evaluated_checkpoint_and_replays_it_on_fresh_seeds(tmp_path, capsys, monkeypatch):
     small = [s for s in SMALL if not s.startswith(("steps=", "eval_env_ids="))]
-    settings = [*small, "steps=4", "save_every=2", "eval_env_ids=KuhnPoker-v0:rounds=1,TicTacToe-v0"]
+    settings = [*small, "steps=4", "save_every=2", f"eval_env_ids={TrainConfig.build({}).games}"]  # the recipe's
     flags = [f for item in settings for f in ("--set", item)]
     out = tmp_path / "runs"
     learning.main(["--seeds", "1", "--variants", "default", "--out", str(out), *flags])
@@ -84,7 +86,9 @@ def test_select_picks_the_best_evaluated_checkpoint_and_replays_it_on_fresh_seed
     assert picked["picked_step"] == best["step"] and picked["picked_exploitability"] == best["exploitability"]
     assert picked["last_exploitability"] == rows[-1]["exploitability"]
     last = run / "checkpoints/step_000004"
-    assert picked["last_ttt"] == learning.ttt_vs_random(last, 3)  # fresh seeds, the same ones each time
+    game = learning.ttt_game(json.loads((run / "config.json").read_text()))
+    assert game == next(g for g in TrainConfig.build({}).games.split(",") if g.startswith("TicTacToe-v0"))
+    assert picked["last_ttt"] == learning.ttt_vs_random(last, 3, game)  # fresh seeds, the same ones each time
     assert picked["last_ttt"] in {k / 6 for k in range(7)}  # 3 games per seat
     capsys.readouterr()
     learning.main(["--seeds", "1", "--variants", "default", "--out", str(out), "--report", "--select", *flags])

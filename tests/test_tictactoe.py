@@ -136,7 +136,25 @@ def test_the_cells_layout_names_each_cell_by_letter_and_whose_it_is_for_the_play
     assert env.game.render(env.state_).startswith(" X | 1 | X")  # render and the final board stay the grid
 
 
-@pytest.mark.parametrize("board", ["grid", "cells"])
+def test_the_lines_layout_adds_each_line_through_each_empty_cell_seen_from_the_player_to_act():
+    env = spiral_arena.make("TicTacToe-v0:board=lines", obs_format="last")
+    env.reset()
+    for cell in (4, 0, 2, 1):  # O on 4 and 2, X on 0 and 1; O (player 0) to act: g (6) completes O's diagonal
+        env.step(f"[{cell}]")
+    cells, lines = env.observe("player_0").splitlines()[-1].split(" Lines: ")
+    assert cells.endswith("E empty): aT bT cM dE eM fE gE hE iE")
+    # per empty cell, its lines in the order of LINES_THROUGH (rows, columns, diagonals), the other two
+    # cells sorted M, T, E
+    assert lines.split() == [
+        "dME", "dTE",  # row def: e; column adg: a
+        "fME", "fME",  # row def: e; column cfi: c
+        "gEE", "gTE", "gMM",  # row ghi; column adg: a; diagonal ceg: c and e, the win
+        "hEE", "hMT",  # row ghi; column beh: b and e
+        "iEE", "iME", "iMT",  # row ghi; column cfi: c; diagonal aei: a and e
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("board", ["grid", "cells", "lines"])
 def test_every_position_reads_back_as_the_player_view(board):
     from spiral_arena.analysis.tictactoe import positions
     from spiral_arena.games.tictactoe import TicTacToe
@@ -151,8 +169,8 @@ def test_every_position_reads_back_as_the_player_view(board):
 
 
 def test_an_unknown_board_layout_is_refused_naming_the_valid_ones():
-    with pytest.raises(ValueError, match=r"board must be one of \('grid', 'cells'\), got 'lines'"):
-        spiral_arena.make("TicTacToe-v0:board=lines")
+    with pytest.raises(ValueError, match=r"board must be one of \('grid', 'cells', 'lines'\), got 'rows'"):
+        spiral_arena.make("TicTacToe-v0:board=rows")
 
 
 def test_openspiel_action_ids_are_row_major_cells():

@@ -217,11 +217,30 @@ def test_user_given_weights_must_match_the_games(capsys, workdir):
     assert "game_weights: must be non-negative numbers, not all zero" in err
 
 
+def test_per_game_kl_weights_must_match_the_games(capsys, workdir):
+    err = refused(capsys, workdir, "--games", "KuhnPoker-v0,TicTacToe-v0", "--game-kl-coefs", "0.3")
+    assert "game_kl_coefs: gives 1 KL weights for 2 game(s); give one per game, or none for kl_coef" in err
+    err = refused(capsys, workdir, "--game-kl-coefs", "0.3,high")
+    assert "game_kl_coefs: must be comma-separated numbers, one per game, got '0.3,high'" in err
+    err = refused(capsys, workdir, "--game-kl-coefs", "0.3,-1")
+    assert "game_kl_coefs: must be non-negative numbers, got '0.3,-1'" in err
+
+
+def test_per_game_kl_weights_replace_kl_coef_game_by_game():
+    config = TrainConfig.build({"games": "KuhnPoker-v0:rounds=1,TicTacToe-v0", "game_kl_coefs": "0.3,0"})
+    assert config.kl_by_game == {"KuhnPoker-v0:rounds=1": 0.3, "TicTacToe-v0": 0.0}
+    config = TrainConfig.build({"games": "KuhnPoker-v0,TicTacToe-v0", "game_kl_coefs": "", "kl_coef": 0.2})
+    assert config.kl_by_game == {"KuhnPoker-v0": 0.2, "TicTacToe-v0": 0.2}  # none given: kl_coef for each
+
+
 def test_the_tiny_recipes_weights_give_way_to_the_users_games():
     assert TrainConfig.build({}).game_weights == "4,1"  # the recipe's own two games keep them
     config = TrainConfig.build({"games": "KuhnPoker-v0"})
     assert (config.games, config.game_weights) == ("KuhnPoker-v0", "")
     assert TrainConfig.build({"games": "PigDice-v0,TicTacToe-v0"}).game_weights == "4,1"  # two games: kept
+    # the recipe's per-game KL weights likewise, and your kl_coef replaces them for every game
+    assert TrainConfig.build({"games": "KuhnPoker-v0"}).kl_by_game == {"KuhnPoker-v0": TrainConfig.build({}).kl_coef}
+    assert set(TrainConfig.build({"kl_coef": 0}).kl_by_game.values()) == {0.0}
 
 
 # ---- opponents ----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from spiral_arena.models import Sampling
+from spiral_arena.registry import GameSpec
 from trainers.recipes import ALGO_RECIPES, RECIPES
 from trainers.validation import ConfigError, check, count_entries, hides_history, unknown_field, with_recap
 
@@ -187,6 +188,16 @@ class TrainConfig:
     """Clip the global gradient norm to this."""
     kl_coef: float = 0.0
     """Weight of KL(policy || warm-start policy) on the sampled tokens; 0 = none (SPIRAL)."""
+    kl_estimator: str = "k3"
+    """How the KL anchor is estimated on each sampled token, with d = log pi_ref - log pi: "k3", exp(d) - d - 1
+    (GRPO's and TRL's); as a loss its gradient is that of the forward KL(pi_ref || pi), which holds on to
+    every answer the warm start gives (a dominated one keeps ~kl_coef x its warm-start probability / its
+    loss), or "k2", d^2 / 2, whose gradient is that of the reverse KL(pi || pi_ref): the policy may drop an
+    answer that loses (docs/results/learning.md)."""
+    game_kl_coefs: str = ""
+    """Comma-separated KL weights, one per game in ``games`` order, each in place of kl_coef for that game's
+    turns; empty = kl_coef for every game. A recipe's are dropped when you give kl_coef, or a different
+    number of games."""
     entropy_coef: float = 0.0
     """Entropy bonus: subtract this times the mean entropy of the policy's next-token distribution
     (whole vocabulary, at the sampling temperature) over response tokens; keeps a mixed strategy
@@ -277,10 +288,12 @@ class TrainConfig:
         algo = known.get("algo", settings.get("algo", "rae"))
         settings.update(ALGO_RECIPES.get(algo, {}))  # the algorithm's own settings, then the recipe's for it
         settings.update(ALGO_RECIPES.get(f"{algo}/{recipe}", {}))
-        recipe_weights = settings.get("game_weights")
-        if recipe_weights and "games" in known and "game_weights" not in known:
-            if count_entries(known["games"]) != count_entries(recipe_weights):
-                del settings["game_weights"]  # the recipe's weights were for its own games, not the user's
+        for key in ("game_weights", "game_kl_coefs"):  # a recipe's per-game values were for its own games
+            if settings.get(key) and "games" in known and key not in known:
+                if count_entries(known["games"]) != count_entries(settings[key]):
+                    del settings[key]
+        if "kl_coef" in known and "game_kl_coefs" not in known:
+            settings.pop("game_kl_coefs", None)  # your kl_coef holds for every game
         if settings.get("obs_format") == "last" and "obs_format" not in known:
             for key in ("games", "eval_env_ids"):  # the recipe reads one message a turn: Twenty Questions recaps
                 if (recapped := with_recap(known.get(key))) is not None:
@@ -304,6 +317,15 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def kl_by_game(self) -> dict[str, float]:
+        """The KL weight of each training game's turns, by the game's label."""
+        labels = [GameSpec.parse(g).label for g in self.games.split(",") if g.strip()]
+        if not self.game_kl_coefs:
+            return dict.fromkeys(labels, self.kl_coef)
+        coefs = [float(c) for c in self.game_kl_coefs.split(",")]
+        return dict(zip(labels, coefs, strict=True))
 
     @property
     def sampling(self) -> Sampling:

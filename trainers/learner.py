@@ -70,6 +70,7 @@ def update(
     # PPO's ratio needs the pre-update log-probs; REINFORCE never reads them
     old = [forward(model, b, False)[0] for b in batches] if config.loss == "ppo" else [None] * len(batches)
     ref = [forward(reference, b, False)[0] for b in batches] if reference is not None else None
+    kl_by_game = config.kl_by_game
     totals: dict[str, float] = defaultdict(float)
     gap_sum = gap_max = gap_tokens = 0.0
     model.train()
@@ -103,10 +104,12 @@ def update(
                 dual_clip=config.dual_clip or None,
                 weights=weights,
             )
-            kl = (
-                kl_to_reference(logp, ref[i], mask, config.aggregation, config.max_new_tokens, weights) if ref else None
-            )
-            objective = loss + config.kl_coef * kl if kl is not None else loss
+            objective = loss
+            if ref:  # each turn's KL at its game's weight (kl_by_game); the logged kl is unweighted
+                coefs = torch.tensor([kl_by_game[g[0].game] for g in batch], device=device)
+                args = (logp, ref[i], mask, config.aggregation, config.max_new_tokens, weights)
+                kl = kl_to_reference(*args, estimator=config.kl_estimator)
+                objective = objective + kl_to_reference(*args, scale=coefs, estimator=config.kl_estimator)
             # this micro-batch's part of the whole batch (over all ranks): by turns, or by tokens for token_mean
             if by_tokens:
                 share = sum(len(g[0].response_ids) * len(g) for g in batch) / total[1]
@@ -121,7 +124,7 @@ def update(
             totals["loss"] += loss.item() * share / config.epochs
             totals["clip_fraction"] += info["clip_fraction"] * share / config.epochs
             totals["dual_clip_fraction"] += info.get("dual_clip_fraction", 0.0) * share / config.epochs
-            if kl is not None:
+            if ref:
                 totals["kl"] += kl.item() * share / config.epochs
         if not sharded:
             ddp.sum_gradients(model)

@@ -120,11 +120,12 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                 f"time_limit_s={config.time_limit_s:g} covers the whole run (one RL step follows)",
                 file=sys.stderr,
             )
-    if previous is None and ddp.main and (config.sft_steps > 0 or config.kl_coef > 0):
+    anchored = any(config.kl_by_game.values())
+    if previous is None and ddp.main and (config.sft_steps > 0 or anchored):
         model.save_pretrained(warm_dir)  # the policy RL starts from (and the KL anchor)
         tokenizer.save_pretrained(warm_dir)
     reference = None
-    if config.kl_coef > 0:  # the frozen warm-start policy; a resumed run reads it back from disk
+    if anchored:  # the frozen warm-start policy; a resumed run reads it back from disk
         reference = load_reference(config, run_dir, warm_dir, device) if previous is not None else copy.deepcopy(model)
         reference.eval().requires_grad_(False)
     # The engine was built from the weights on disk; the first rollout must sample from the

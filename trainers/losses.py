@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 AGGREGATIONS = ("dr_grpo", "token_mean", "seq_mean_token_mean")
+KL_ESTIMATORS = ("k3", "k2")
 LOSSES = ("ppo", "reinforce")
 
 
@@ -100,8 +101,17 @@ def kl_to_reference(
     aggregation: str,
     max_tokens: int,
     weights: torch.Tensor | None = None,
+    scale: torch.Tensor | None = None,
+    estimator: str = "k3",
 ) -> torch.Tensor:
-    """k3 estimator of KL(pi || pi_ref) on the sampled tokens: exp(d) - d - 1 with d = ref - logp.
-    Keeps the tiny model near its warm start so it cannot collapse (docs/results/learning.md)."""
+    """KL(pi || pi_ref) estimated on the sampled tokens, with d = ref - logp: k3 = exp(d) - d - 1, or
+    k2 = d^2 / 2 (``TrainConfig.kl_estimator`` says what each one's gradient pulls toward); each row's
+    tokens times its ``scale`` (its game's KL weight) if given. Keeps the tiny model near its warm start so
+    it cannot collapse (docs/results/learning.md)."""
     d = ref_logprobs - logprobs
-    return aggregate(torch.exp(d) - d - 1.0, mask, aggregation, max_tokens, weights)
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
+    per_token = torch.exp(d) - d - 1.0 if estimator == "k3" else 0.5 * d * d
+    if scale is not None:
+        per_token = per_token * scale[:, None]
+    return aggregate(per_token, mask, aggregation, max_tokens, weights)

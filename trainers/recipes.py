@@ -6,23 +6,28 @@ from __future__ import annotations
 from typing import Any
 
 # The tiny CPU recipe: short "last message" prompts, one-line answers, ~1,300 turns per step with
-# Kuhn four times as often as TicTacToe, a KL anchor to the warm start and a cosine-decayed
-# learning rate, so the ~170k-parameter model does not collapse; a warm start on position-dependent
-# random play, so it does not start card-blind; a fixed 120 steps (9.0-9.4 min on 2 idle cores with the
-# previous 4x16-head model; learning had flattened by step ~90 on every seed measured), with the time limit
-# only as a safety stop; 200 evaluation games per seat and opponent (95% interval at most +-0.05) on the
-# training games, a checkpoint at every evaluation. docs/results/learning.md has what was measured.
+# Kuhn four times as often as TicTacToe, a cosine-decayed learning rate and a KL anchor to the warm start
+# so the ~170k-parameter model does not collapse; a warm start on position-dependent random play, so it
+# does not start card-blind. TicTacToe is written in the ``lines`` layout (each empty cell with every line
+# through it, seen from the player to act): the 2-layer model does not learn to read lines off the grid.
+# The anchor is the k2 estimator, whose gradient is the reverse KL's, so the policy can drop an answer that
+# always loses (k3's, the forward KL's, kept each dominated Kuhn answer at about 0.3 x its warm-start
+# probability / its loss, and exploitability at ~0.20); Kuhn is anchored at 0.3 and TicTacToe at 0.1 (with
+# TicTacToe at 0.3 its win-or-draw ended at 0.83-0.87, at 0.1 at 0.93-0.98; Kuhn at 0.1-0.15 went card-blind
+# early on the seeds tried). A fixed 160 steps,
+# the time limit only a safety stop; 200 evaluation games per seat and opponent on the training games, a
+# checkpoint at every evaluation. docs/results/learning.md has what was measured.
 RECIPES: dict[str, dict[str, Any]] = {
     "spiral": {},
     "tiny": {
-        "games": "KuhnPoker-v0:rounds=1,TicTacToe-v0",
+        "games": "KuhnPoker-v0:rounds=1,TicTacToe-v0:board=lines",
         "game_weights": "4,1",
         "prompt_template": "bare",
         "obs_format": "last",
         "samples_per_step": 1024,
         "games_in_flight": 256,
         "max_new_tokens": 12,
-        "steps": 120,
+        "steps": 160,
         "time_limit_s": 900.0,
         "loss": "reinforce",
         "epochs": 1,
@@ -32,6 +37,8 @@ RECIPES: dict[str, dict[str, Any]] = {
         "lr_min": 1e-4,
         "lr_schedule": "cosine",
         "kl_coef": 0.3,
+        "kl_estimator": "k2",
+        "game_kl_coefs": "0.3,0.1",
         "sft_steps": 600,
         "sft_agent": "random#per_state=true",
         "eval_every": 30,
@@ -84,7 +91,8 @@ _GROUP_TINY = {
     "games": CLOSED_WORLD, "eval_env_ids": CLOSED_WORLD, "game_weights": "",
     "group_size": 8, "groups_per_step": 4, "max_new_tokens": 24, "max_game_actions": 7, "obs_format": "last",
     "steps": 100, "eval_every": 25, "sft_steps": 1500, "sft_agent": "expert#guess_prob=0.3", "sft_naming": 1.0,
-    "lr": 1e-3, "lr_schedule": "constant", "belief_probe": "named", "kl_coef": 0.1,
+    "lr": 1e-3, "lr_schedule": "constant", "belief_probe": "named", "kl_coef": 0.1, "kl_estimator": "k3",
+    "game_kl_coefs": "",
 }  # fmt: skip
 ALGO_RECIPES: dict[str, dict[str, Any]] = {
     "starpo": {**_GROUP_PPO, "aggregation": "seq_mean_token_mean"},

@@ -42,6 +42,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "turn_norm": ("padded", "active"),
     "belief_probe": ("quoted", "named"),
     "lr_schedule": ("constant", "warmup", "cosine"),
+    "kl_estimator": ("k3", "k2"),  # trainers.losses.KL_ESTIMATORS (which imports torch)
 }
 
 
@@ -246,6 +247,18 @@ def _algo_problems(algo: str, games: str, opponent: str) -> list[str]:
     return problems
 
 
+def _kl_coefs_problem(coefs: str, n_games: int) -> str | None:
+    try:
+        values = [float(c) for c in coefs.split(",")]
+    except ValueError:
+        return f"must be comma-separated numbers, one per game, got {coefs!r}"
+    if len(values) != n_games:
+        return f"gives {len(values)} KL weights for {n_games} game(s); give one per game, or none for kl_coef"
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        return f"must be non-negative numbers, got {coefs!r}"
+    return None
+
+
 def _weights_problem(weights: str, n_games: int) -> str | None:
     parts = [w.strip() for w in weights.split(",")]
     try:
@@ -323,6 +336,10 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
         problem = _weights_problem(config.game_weights, count_entries(config.games))
         if problem is not None:
             found.append(("game_weights", problem))
+    if not bad & {"games", "game_kl_coefs"} and config.game_kl_coefs:
+        problem = _kl_coefs_problem(config.game_kl_coefs, count_entries(config.games))
+        if problem is not None:
+            found.append(("game_kl_coefs", problem))
     if "opponent" not in bad and config.opponent != "self":
         problem = _agent_problem(config.opponent, self_allowed=True)
         if problem is not None:

@@ -1,10 +1,13 @@
 """Tic-Tac-Toe: 3x3, cells 0-8 row-major, player 0 moves first, three in a row wins.
 
-Two board layouts for the turn message (``board``): ``grid``, TextArena's 3x3 drawing with each empty
+Three board layouts for the turn message (``board``): ``grid``, TextArena's 3x3 drawing with each empty
 cell's number; ``cells``, one short word per cell in order, its letter (a-i for 0-8) and what it holds seen
-from the player to act (M: your mark, T: theirs, E: empty), e.g. ``aM bE cT``. A small model reads a
-line of the ``cells`` layout far better: each word is one token that says both where and whose
-(docs/results/learning.md).
+from the player to act (M: your mark, T: theirs, E: empty), e.g. ``aM bE cT``; ``lines``, the cells and
+then, for each empty cell, one word per line through it: the cell's letter and what the line's other two
+cells hold (``cMM``: c completes your line; ``cTT``: theirs). Each word is one token of the tiny model,
+so ``cells`` says where and whose in one token and ``lines`` puts a whole line next to the cell that
+would complete it; a 2-layer model learns to take wins from ``lines`` and far less from the other two
+(docs/results/learning.md). The layout describes the board; which cell to play stays the player's.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ _TURN = re.compile(r"Board \(you are '([OX])'; numbers are empty cells\):\n(.*)"
 _BOARD_READ = re.compile(re.escape(_BOARD).replace("%s", r"(\S)"))
 # What each cell shows, by what it holds: its number while EMPTY, else the mark of the player who took it.
 _CELL_SHOWS = tuple({EMPTY: _CELL_KEYS[c], 0: MARKS[0], 1: MARKS[1]} for c in range(9))
-BOARDS = ("grid", "cells")
+BOARDS = ("grid", "cells", "lines")
 _LETTERS = "abcdefghi"
 # The cells layout's word for each cell, by the player to act and what the cell holds (EMPTY is -1: "E").
 _CELL_WORDS = tuple(
@@ -79,8 +82,26 @@ _CELL_WORDS = tuple(
 )
 _CELLS_HEAD = "Board (you are '{}'; cells a-i are 0-8; M yours, T theirs, E empty):"
 _TURN_CELLS = re.compile(
-    re.escape(_CELLS_HEAD).replace(re.escape("{}"), "([OX])") + "".join(f" {letter}([MTE])" for letter in _LETTERS)
+    re.escape(_CELLS_HEAD).replace(re.escape("{}"), "([OX])")
+    + "".join(f" {letter}([MTE])" for letter in _LETTERS)
+    + r"(?: Lines:(?: [a-i](?:MM|MT|ME|TT|TE|EE))+)?"
 )
+# The lines layout adds, for each empty cell, one word per line through it: the cell's letter and what
+# the line's other two cells hold, in the order M, T, E (``cMM``: taking c completes your line).
+_PAIR_ORDER = {"M": 0, "T": 1, "E": 2}
+
+
+def _line_words(holds: list[str]) -> str:
+    """`` Lines:`` and a word per (empty cell, line through it), from each cell's M/T/E."""
+    words = []
+    for cell in range(9):
+        if holds[cell] != "E":
+            continue
+        for line in LINES_THROUGH[cell]:
+            pair = sorted((holds[c] for c in line if c != cell), key=_PAIR_ORDER.__getitem__)
+            words.append(f" {_LETTERS[cell]}{''.join(pair)}")
+    return " Lines:" + "".join(words)
+
 
 PROMPT = """\
 You are Player {me} in Tic-Tac-Toe, a zero-sum game for two players. Your mark is '{mark}'; \
@@ -116,9 +137,10 @@ class TicTacToe(TextGame):
         return _BOARD % tuple(map(dict.__getitem__, _CELL_SHOWS, state.board))
 
     def turn_message(self, state: TicTacToeState, player: int) -> str:
-        if self.layout == "cells":
-            words = _CELL_WORDS[player]
-            return _CELLS_HEAD.format(MARKS[player]) + "".join([words[c][v] for c, v in enumerate(state.board)])
+        if self.layout in ("cells", "lines"):
+            words = [_CELL_WORDS[player][c][v] for c, v in enumerate(state.board)]
+            text = _CELLS_HEAD.format(MARKS[player]) + "".join(words)
+            return text + _line_words([w[-1] for w in words]) if self.layout == "lines" else text
         return f"Board (you are '{MARKS[player]}'; numbers are empty cells):\n{self.render(state)}"
 
     def player_view(self, state: TicTacToeState, player: int) -> dict:
