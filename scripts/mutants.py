@@ -63,8 +63,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "merged rows: KL term unweighted",
         "trainers/learner.py",
-        "kl_to_reference(logp, ref[i], mask, config.aggregation, config.max_new_tokens, weights)",
-        "kl_to_reference(logp, ref[i], mask, config.aggregation, config.max_new_tokens)",
+        "args = (logp, ref[i], mask, config.aggregation, config.max_new_tokens, weights)",
+        "args = (logp, ref[i], mask, config.aggregation, config.max_new_tokens)",
+        ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
+    ),
+    Mutant(
+        "KL: one weight for every game",
+        "trainers/learner.py",
+        "coefs = torch.tensor([kl_by_game[g[0].game] for g in batch], device=device)",
+        "coefs = torch.tensor([config.kl_coef for g in batch], device=device)",
         ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
     ),
     Mutant(
