@@ -63,8 +63,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "merged rows: KL term unweighted",
         "trainers/learner.py",
-        "args = (logp, ref[i], mask, config.aggregation, config.max_new_tokens, weights)",
-        "args = (logp, ref[i], mask, config.aggregation, config.max_new_tokens)",
+        "args = (mask, config.aggregation, config.max_new_tokens, weights)",
+        "args = (mask, config.aggregation, config.max_new_tokens)",
         ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
     ),
     Mutant(

@@ -14,7 +14,7 @@ from spiral_arena.models.policy import Policy  # noqa: E402
 from spiral_arena.registry import GameSpec  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
 from trainers.flags import add_arguments, from_arguments  # noqa: E402
-from trainers.losses import aggregate, kl_to_reference, policy_loss  # noqa: E402
+from trainers.losses import KL_ESTIMATORS, aggregate, kl_per_token, policy_loss  # noqa: E402
 from trainers.rae import RAE, state_advantages  # noqa: E402
 from trainers.rollout import collect, parse_mixture  # noqa: E402
 
@@ -98,11 +98,17 @@ def test_ppo_gradient_is_zero_when_clipped():
     assert float(logp.grad) == 0.0
 
 
-def test_kl_k3_is_zero_at_reference_and_positive_elsewhere():
-    mask = torch.ones(1, 3)
+@pytest.mark.parametrize("estimator", KL_ESTIMATORS)
+def test_kl_is_zero_at_reference_and_positive_elsewhere(estimator):
     same = torch.tensor([[-1.0, -2.0, -0.5]])
-    assert float(kl_to_reference(same, same, mask, "token_mean", 1)) == pytest.approx(0.0)
-    assert float(kl_to_reference(same, same - 0.3, mask, "token_mean", 1)) > 0
+    assert torch.allclose(kl_per_token(same, same, estimator), torch.zeros(1, 3))
+    assert bool((kl_per_token(same, same - 0.3, estimator) > 0).all())
+    assert bool((kl_per_token(same, same + 0.3, estimator) > 0).all())
+
+
+def test_kl_rejects_an_unknown_estimator():
+    with pytest.raises(ValueError, match="k3"):
+        kl_per_token(torch.zeros(1, 1), torch.zeros(1, 1), "k1")
 
 
 def test_aggregate_rejects_unknown():

@@ -14,7 +14,7 @@ from torch.distributed.tensor import DTensor
 from spiral_arena.models.logprobs import pack, response_logprobs
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, is_sharded
-from trainers.losses import aggregate, kl_to_reference, policy_loss
+from trainers.losses import aggregate, kl_per_token, policy_loss
 from trainers.rollout import Turn
 
 logger = logging.getLogger(__name__)
@@ -107,9 +107,10 @@ def update(
             objective = loss
             if ref:  # each turn's KL at its game's weight (kl_by_game); the logged kl is unweighted
                 coefs = torch.tensor([kl_by_game[g[0].game] for g in batch], device=device)
-                args = (logp, ref[i], mask, config.aggregation, config.max_new_tokens, weights)
-                kl = kl_to_reference(*args, estimator=config.kl_estimator)
-                objective = objective + kl_to_reference(*args, scale=coefs, estimator=config.kl_estimator)
+                per_token = kl_per_token(logp, ref[i], config.kl_estimator)
+                args = (mask, config.aggregation, config.max_new_tokens, weights)
+                kl = aggregate(per_token.detach(), *args)
+                objective = objective + aggregate(per_token * coefs[:, None], *args)
             # this micro-batch's part of the whole batch (over all ranks): by turns, or by tokens for token_mean
             if by_tokens:
                 share = sum(len(g[0].response_ids) * len(g) for g in batch) / total[1]

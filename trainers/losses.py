@@ -94,24 +94,12 @@ def policy_loss(
     return aggregate(per_token, mask, aggregation, max_tokens, weights), stats
 
 
-def kl_to_reference(
-    logprobs: torch.Tensor,
-    ref_logprobs: torch.Tensor,
-    mask: torch.Tensor,
-    aggregation: str,
-    max_tokens: int,
-    weights: torch.Tensor | None = None,
-    scale: torch.Tensor | None = None,
-    estimator: str = "k3",
-) -> torch.Tensor:
-    """KL(pi || pi_ref) estimated on the sampled tokens, with d = ref - logp: k3 = exp(d) - d - 1, or
-    k2 = d^2 / 2 (``TrainConfig.kl_estimator`` says what each one's gradient pulls toward); each row's
-    tokens times its ``scale`` (its game's KL weight) if given. Keeps the tiny model near its warm start so
-    it cannot collapse (docs/results/learning.md)."""
-    d = ref_logprobs - logprobs
+def kl_per_token(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
+    """KL(pi || pi_ref) estimated at each sampled token, with d = ref - logp: k3 = exp(d) - d - 1, or
+    k2 = d^2 / 2 (``TrainConfig.kl_estimator`` says what each one's gradient pulls toward). The learner
+    aggregates it like the policy loss, once as logged and once times each turn's game KL weight. Keeps the
+    tiny model near its warm start so it cannot collapse (docs/results/learning.md)."""
     if estimator not in KL_ESTIMATORS:
         raise ValueError(f"estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
-    per_token = torch.exp(d) - d - 1.0 if estimator == "k3" else 0.5 * d * d
-    if scale is not None:
-        per_token = per_token * scale[:, None]
-    return aggregate(per_token, mask, aggregation, max_tokens, weights)
+    d = ref_logprobs - logprobs
+    return torch.exp(d) - d - 1.0 if estimator == "k3" else 0.5 * d * d
