@@ -14,13 +14,15 @@ from typing import Any
 # always loses (k3's, the forward KL's, kept each dominated Kuhn answer at about 0.3 x its warm-start
 # probability / its loss, and exploitability at ~0.20); Kuhn is anchored at 0.3 and TicTacToe at 0.1 (with
 # TicTacToe at 0.3 its win-or-draw ended at 0.83-0.87, at 0.1 at 0.93-0.98; Kuhn at 0.1-0.15 went card-blind
-# early on the seeds tried). A fixed 160 steps,
-# the time limit only a safety stop; 200 evaluation games per seat and opponent on the training games, a
+# early on the seeds tried). Kuhn is played for chips (``reward=chips``), the payoff its exploitability is
+# measured in: for +1/-1 to the hand's winner, calling a bet with the Jack loses no more than folding and
+# calling with the Queen is always right, and the policy settled on them (exploitability ~0.20). A fixed 160
+# steps, the time limit only a safety stop; 200 evaluation games per seat and opponent on the training games, a
 # checkpoint at every evaluation. docs/results/learning.md has what was measured.
 RECIPES: dict[str, dict[str, Any]] = {
     "spiral": {},
     "tiny": {
-        "games": "KuhnPoker-v0:rounds=1,TicTacToe-v0:board=lines",
+        "games": "KuhnPoker-v0:rounds=1;reward=chips,TicTacToe-v0:board=lines",
         "game_weights": "4,1",
         "prompt_template": "bare",
         "obs_format": "last",
