@@ -3,7 +3,8 @@
 Runs ``spiral-arena train`` (the embedded CPU recipe) for each variant and seed, one run at a time
 in a fresh process (so runs do not share threads or caches), then prints per evaluation step the
 mean and min/max over seeds of: Kuhn single-hand exploitability, TicTacToe win-or-draw against the
-random agent, and the invalid-answer rate; and a final table (final policy, not a peak) with 95%
+random agent, and the invalid-answer rate (over the trained games' matches against every evaluation
+opponent: the numbers the run's own final table checks); and a final table (final policy, not a peak) with 95%
 intervals over seeds and how many seeds meet each target. Targets for the default recipe, on each
 seed's final policy: exploitability <= 0.20, TicTacToe win-or-draw vs random >= 0.85, invalid <= 1%.
 
@@ -57,7 +58,7 @@ from rich.table import Table
 
 from spiral_arena.registry import GameSpec
 from trainers.evaluate import TARGETS as RECIPE_TARGETS
-from trainers.evaluate import match_table
+from trainers.evaluate import headline, match_table
 from trainers.flags import read_settings
 from trainers.rollout import parse_mixture
 from trainers.validation import ConfigError
@@ -102,28 +103,33 @@ def finished(run: Path) -> bool:
     return rows[-1]["step"] == json.loads(config.read_text())["steps"] or "stopped_by_time_limit" in rows[-1]
 
 
-def summary(r: dict) -> dict[str, float]:
-    """The headline numbers of one evaluation row."""
-
+def summary(r: dict, trained: list[str]) -> dict[str, float]:
+    """The headline numbers of one evaluation row of a run that trained ``trained`` (game labels): the
+    targets' three as the run's own final table reads them (``trainers.evaluate.headline``), and the
+    control experiment's win rates."""
     table = match_table(r)
     played = {GameSpec.parse(game).env_id: game for game in table}  # the run's own spelling of each game
 
     def against(env_id: str, opponent: str, outcome: str) -> float:
         return table.get(played.get(env_id, ""), {}).get(opponent, {}).get(outcome, float("nan"))
 
-    rows = [table[played[env_id]] for env_id in (KUHN, TTT) if env_id in played]
-    invalid = [row["random"]["invalid"] for row in rows if "random" in row]
+    numbers = headline(r, trained)
     return {
         "step": r["step"],
         "time_s": r["time_s"],
-        "exploitability": r["eval/kuhn_exploitability"],
-        "ttt_win_or_draw": against(TTT, "random", "win") + against(TTT, "random", "draw"),
-        "invalid": sum(invalid) / max(1, len(invalid)),
+        **{_METRICS[key]: numbers.get(key, float("nan")) for key in _METRICS},
         # the control experiment's columns: wins against each fixed opponent
         "kuhn_win_vs_random": against(KUHN, "random", "win"),
         "kuhn_win_vs_expert": against(KUHN, "expert", "win"),
         "ttt_win_or_draw_vs_expert": against(TTT, "expert", "win") + against(TTT, "expert", "draw"),
     }
+
+
+def summaries(run: Path) -> list[dict[str, float]]:
+    """``summary`` of each evaluation of a run, read with the games its config trained."""
+    games = json.loads((run / "config.json").read_text())["games"]
+    trained = [spec.label for spec in parse_mixture(games, "")[0]]
+    return [summary(r, trained) for r in eval_rows(run)]
 
 
 def interval(values: list[float]) -> tuple[float, float]:
@@ -223,7 +229,7 @@ def ttt_vs_random(checkpoint: Path, games_per_seat: int, game: str) -> float:
 def selection_row(run: Path, games_per_seat: int) -> dict[str, float] | None:
     """The picked and the last checkpoint of one run: step, exploitability, held-out TicTacToe."""
     saved = {int(p.name.removeprefix("step_")): p for p in (run / "checkpoints").glob("step_*")}
-    rows = [summary(r) for r in eval_rows(run)]
+    rows = summaries(run)
     candidates = [r for r in rows if r["step"] in saved]
     if not candidates or rows[-1]["step"] not in saved:
         return None
@@ -403,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
             if not args.report:
                 run_one(out, variant, seed, settings)
             if finished(run):
-                runs[seed] = [summary(r) for r in eval_rows(run)]
+                runs[seed] = summaries(run)
                 if args.select and (row := selection_row(run, args.select_games)) is not None:
                     selected.setdefault(variant, []).append(row)
                 if args.tactics:

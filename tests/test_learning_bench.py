@@ -79,7 +79,7 @@ def test_select_picks_the_best_evaluated_checkpoint_and_replays_it_on_fresh_seed
     out = tmp_path / "runs"
     learning.main(["--seeds", "1", "--variants", "default", "--out", str(out), *flags])
     run = out / "default/seed0"
-    rows = [learning.summary(r) for r in learning.eval_rows(run)]
+    rows = learning.summaries(run)
     assert [r["step"] for r in rows] == [0, 2, 4]  # step 0 is the warm start: no checkpoint, not a candidate
     best = max(rows[1:], key=lambda r: r["ttt_win_or_draw"] - r["exploitability"])
     picked = learning.selection_row(run, games_per_seat=3)
