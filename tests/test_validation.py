@@ -304,6 +304,12 @@ def test_resume_without_an_output_dir(capsys, workdir):
     assert "resume: needs output_dir" in err
 
 
+def test_sft_naming_without_twenty_questions(capsys, workdir):
+    err = refused(capsys, workdir, "--sft-naming", "1", "--games", "KuhnPoker-v0")
+    assert "sft_naming: teaches Twenty Questions' naming answers; no game is TwentyQuestions-v0" in err
+    TrainConfig.build({"algo": "starpo", "sft_naming": 1.0})  # the Twenty Questions recipe's own use of it
+
+
 def test_fsdp_with_lora(capsys, workdir):
     assert "fsdp: shards a full model and cannot train a LoRA adapter" in refused(
         capsys, workdir, "--fsdp", "--lora-rank", "4"

@@ -209,6 +209,14 @@ def with_recap(games: Any) -> str | None:
     )
 
 
+def _env_ids(games: str) -> set[str] | None:
+    """The env ids of a ``games`` string (its options dropped); None if a spec does not parse (reported apart)."""
+    try:
+        return {GameSpec.parse(part).env_id for part in games.split(",") if part.strip()}
+    except ValueError:
+        return None
+
+
 def hides_history(games: Any) -> bool:
     """Whether a user's games include Twenty Questions with ``recap=false``: its latest message alone
     (obs_format "last") then holds only the last answer, not the game so far."""
@@ -361,6 +369,10 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
     if not bad & {"algo", "opponent", "opponent_pool"} and config.opponent_pool:
         if config.algo != "rae" or config.opponent != "self":
             found.append(("opponent_pool", "is for two-player self-play (algo rae, opponent self)"))
+    if not bad & {"games", "sft_naming"} and config.sft_naming:
+        env_ids = _env_ids(config.games)
+        if env_ids is not None and "TwentyQuestions-v0" not in env_ids:
+            found.append(("sft_naming", "teaches Twenty Questions' naming answers; no game is TwentyQuestions-v0"))
     if not bad & {"algo", "state_baseline"} and config.algo != "rae" and config.state_baseline:
         found.append(("state_baseline", f"is for algo rae (two-player self-play); {config.algo} compares groups"))
     if not bad & {"algo", "groups_per_step", "rollout_shards"} and config.algo != "rae":
