@@ -63,6 +63,21 @@ def test_statistics_are_the_stated_ones():
     assert learning.meets("ttt_win_or_draw", 0.85) and not learning.meets("ttt_win_or_draw", 0.84)
 
 
+def test_the_targets_are_read_as_the_runs_own_final_table_reads_them():
+    kuhn, ttt = "KuhnPoker-v0:rounds=1;reward=chips", "TicTacToe-v0:board=lines"
+    row = {"step": 200, "time_s": 1.0, "eval/kuhn_exploitability": 0.1}
+    for game, opponent, invalid in ((kuhn, "random", 0.0), (kuhn, "expert", 0.0), (ttt, "random", 0.0125),
+                                    (ttt, "expert", 0.0525)):  # fmt: skip
+        row |= {f"eval/{game}/{opponent}/win": 0.5, f"eval/{game}/{opponent}/draw": 0.4}
+        row |= {f"eval/{game}/{opponent}/loss": 0.1 - invalid, f"eval/{game}/{opponent}/invalid": invalid}
+    numbers = learning.summary(row, [kuhn, ttt])
+    # every match of the trained games, the expert's too: 1.6%, not met (against random alone it was 0.6%)
+    assert numbers["invalid"] == pytest.approx((0.0125 + 0.0525) / 4)
+    assert not learning.meets("invalid", numbers["invalid"])
+    assert numbers["ttt_win_or_draw"] == pytest.approx(0.9) and numbers["exploitability"] == 0.1
+    assert numbers["ttt_win_or_draw_vs_expert"] == pytest.approx(0.9)
+
+
 def test_bad_arguments_are_named(capsys):
     with pytest.raises(SystemExit):
         learning.main(["--variants", "default,fast"])
