@@ -71,7 +71,7 @@ def test_run_directory_has_everything(finished_run):
         assert r["samples"] >= 24 and r["lr"] > 0 and "loss" in r
         # on-policy: the learner's log-probs of the sampled tokens are the engine's, from step 1 on
         assert r["logprob_gap/mean"] < 1e-4 and r["logprob_gap/max"] < 1e-3
-        assert any(k.startswith("rae/KuhnPoker-v0:rounds=1/") for k in r)
+        assert any(k.startswith("rae/KuhnPoker-v0:rounds=1;reward=chips/") for k in r)
     evals = [r for r in metrics if "eval/kuhn_exploitability" in r]
     assert [r["step"] for r in evals] == [0, 2, 4]
     assert 0 <= evals[-1]["eval/kuhn_exploitability"] <= 1
