@@ -195,13 +195,8 @@ def with_recap(games: Any) -> str | None:
     latest message alone (obs_format "last") holds only the last answer, and the full transcript a
     small model would read instead repeats the instructions at every turn: its warm start alone took
     more than 20 minutes on 2 cores."""
-    if not isinstance(games, str):
-        return None
-    try:
-        specs = [GameSpec.parse(part) for part in games.split(",") if part.strip()]
-    except ValueError:
-        return None
-    if not any(s.env_id == "TwentyQuestions-v0" and "recap" not in s.options for s in specs):
+    specs = _parsed_games(games)
+    if specs is None or not any(s.env_id == "TwentyQuestions-v0" and "recap" not in s.options for s in specs):
         return None
     return ",".join(
         s.with_options(recap=True).label if s.env_id == "TwentyQuestions-v0" and "recap" not in s.options else s.label
@@ -209,10 +204,13 @@ def with_recap(games: Any) -> str | None:
     )
 
 
-def _env_ids(games: str) -> set[str] | None:
-    """The env ids of a ``games`` string (its options dropped); None if a spec does not parse (reported apart)."""
+def _parsed_games(games: Any) -> list[GameSpec] | None:
+    """The specs of a ``games`` string; None if it is not a string or a spec does not parse (validate()
+    reports those)."""
+    if not isinstance(games, str):
+        return None
     try:
-        return {GameSpec.parse(part).env_id for part in games.split(",") if part.strip()}
+        return [GameSpec.parse(part) for part in games.split(",") if part.strip()]
     except ValueError:
         return None
 
@@ -220,12 +218,7 @@ def _env_ids(games: str) -> set[str] | None:
 def hides_history(games: Any) -> bool:
     """Whether a user's games include Twenty Questions with ``recap=false``: its latest message alone
     (obs_format "last") then holds only the last answer, not the game so far."""
-    if not isinstance(games, str):
-        return False
-    try:  # a spec that does not parse is reported by validate()
-        specs = [GameSpec.parse(part) for part in games.split(",") if part.strip()]
-    except ValueError:
-        return False
+    specs = _parsed_games(games) or []
     return any(s.env_id == "TwentyQuestions-v0" and s.options.get("recap") is not True for s in specs)
 
 
@@ -370,8 +363,8 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
         if config.algo != "rae" or config.opponent != "self":
             found.append(("opponent_pool", "is for two-player self-play (algo rae, opponent self)"))
     if not bad & {"games", "sft_naming"} and config.sft_naming:
-        env_ids = _env_ids(config.games)
-        if env_ids is not None and "TwentyQuestions-v0" not in env_ids:
+        specs = _parsed_games(config.games)
+        if specs is not None and all(spec.env_id != "TwentyQuestions-v0" for spec in specs):
             found.append(("sft_naming", "teaches Twenty Questions' naming answers; no game is TwentyQuestions-v0"))
     if not bad & {"algo", "state_baseline"} and config.algo != "rae" and config.state_baseline:
         found.append(("state_baseline", f"is for algo rae (two-player self-play); {config.algo} compares groups"))
