@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from spiral_arena.games.truth_and_deception import TruthAndDeception
 from spiral_arena.games.twenty_questions import TwentyQuestions
 
 ENV_KWARGS = ("obs_format", "invalid_move", "render_mode")
+SeatText = Mapping[str, Any]  # what one seat reads a game in: text options of the game, and obs_format
 # option names that hold credentials (Twenty Questions' "secret" is the word to find, not one of them)
 # (whole words between underscores: max_new_tokens is no token; client_secret is one, the bare secret not)
 _SECRET = re.compile(r"(?:^|_)(?:api_?key|key|token|password|passwd|credentials?|auth)(?:$|_)|._secrets?$", re.I)
@@ -56,6 +58,11 @@ class EnvSpec:
     def game_kwargs(self) -> tuple[str, ...]:
         return tuple(self.options)
 
+    @property
+    def text_kwargs(self) -> tuple[str, ...]:
+        """What a seat may read differently (``TextGame.text_options``, and the observation format)."""
+        return (*self.game.text_options, "obs_format")
+
 
 REGISTRY: dict[str, EnvSpec] = {
     spec.env_id: spec
@@ -70,6 +77,10 @@ REGISTRY: dict[str, EnvSpec] = {
         EnvSpec("TwentyQuestions-v0", TwentyQuestions),
     )
 }
+
+
+# every game's text options (``TextGame.text_options``), e.g. what a model agent's spec may override
+TEXT_OPTIONS: tuple[str, ...] = tuple(dict.fromkeys(o for s in REGISTRY.values() for o in s.game.text_options))
 
 
 def list_envs() -> list[str]:
@@ -139,6 +150,28 @@ class GameSpec:
     def players(self) -> int:
         return len(self.registered.game.agents)
 
+    @property
+    def text(self) -> dict[str, Any]:
+        """The options given that change only the text (``TextGame.text_options``)."""
+        kinds = self.registered.game.text_options
+        return {k: v for k, v in self.options.items() if k in kinds}
+
+    def rules(self) -> dict[str, Any]:
+        """Every option that is part of the rules or the payoff, defaults filled in: what two games must
+        share to be the same game whatever their text (options that hold no plain value are left out)."""
+        kinds = self.registered.game.text_options
+        return {k: v for k, v in self.complete().options.items() if k not in kinds}
+
+    def complete(self) -> GameSpec:
+        """The game with every option spelled out, defaults included, in the registry's order: what a
+        checkpoint records, so a later change of a default does not change what it was trained on. Options
+        whose value is no plain value (None, a file, an object) and credential-like names are left out."""
+        plain = (bool, int, float, str)
+        registered = self.registered.options.items()
+        defaults = {k: v for k, v in registered if isinstance(v, plain) and not looks_like_secret(k)}
+        options = {**defaults, **self.options}
+        return GameSpec(self.env_id, options, _spelling(self.env_id, options))
+
     def with_options(self, **options: Any) -> GameSpec:
         """The same game with these options set (replacing any given before, appended after the rest)."""
         merged = {**{k: v for k, v in self.options.items() if k not in options}, **options}
@@ -167,9 +200,11 @@ def _spelling(env_id: str, options: dict[str, Any]) -> str:
     return f"{env_id}:{shown}" if shown else env_id
 
 
-def make(env_id: str, **kwargs: Any) -> TextGameEnv:
+def make(env_id: str, *, seat_text: Sequence[SeatText] | None = None, **kwargs: Any) -> TextGameEnv:
     """Build the PettingZoo AEC env for ``env_id`` (which may carry options, ``ID:key=value;...``);
-    kwargs are game options or env options (an option may not be given both ways)."""
+    kwargs are game options or env options (an option may not be given both ways). ``seat_text``, one
+    mapping per seat, lets seats read the match in other texts: a text option of the game
+    (``TextGame.text_options``, e.g. ``{"board": "lines"}``) or ``obs_format``; the rules stay the match's."""
     env_id, id_options = parse_env_id(env_id)
     both = sorted(set(id_options) & set(kwargs))
     if both:
@@ -185,7 +220,29 @@ def make(env_id: str, **kwargs: Any) -> TextGameEnv:
         )
     game_kwargs = {**s.defaults, **{k: v for k, v in kwargs.items() if k in allowed}}
     env_kwargs = {k: v for k, v in kwargs.items() if k in ENV_KWARGS}
-    return TextGameEnv(s.game(**game_kwargs), env_id, **env_kwargs)
+    if not seat_text or not any(seat_text):
+        return TextGameEnv(s.game(**game_kwargs), env_id, **env_kwargs)
+    seats = len(s.game.agents)
+    if len(seat_text) != seats:
+        raise ValueError(f"{env_id} seats {seats} player(s); seat_text gives {len(seat_text)}")
+    for seat, text in enumerate(seat_text):
+        if unknown := sorted(set(text) - set(s.text_kwargs)):
+            raise ValueError(
+                f"{env_id}: seat {seat} reads unknown text option(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(s.text_kwargs)} (options that change the rules are the match's)"
+            )
+    formats = [text.get("obs_format") for text in seat_text]
+    # each distinct text gets one game; a game every seat reads alike is the match's own
+    wanted = [tuple(sorted((k, v) for k, v in text.items() if k != "obs_format")) for text in seat_text]
+    if len(set(wanted)) == 1:  # one text for everyone (a one-player game, say): no second game is built
+        return TextGameEnv(s.game(**{**game_kwargs, **dict(wanted[0])}), env_id, obs_formats=formats, **env_kwargs)
+    game = s.game(**game_kwargs)
+    built: dict[tuple, TextGame] = {}
+    for text in wanted:
+        if text not in built:
+            own = {**game_kwargs, **dict(text)}
+            built[text] = game if own == game_kwargs else s.game(**own)
+    return TextGameEnv(game, env_id, views=[built[t] for t in wanted], obs_formats=formats, **env_kwargs)
 
 
 def env_id_problem(text: str, obs_format: str = "") -> str | None:

@@ -376,3 +376,35 @@ def test_very_long_chat_keeps_observations_in_the_space():
     assert over(env)
     assert "invalid_move" not in env.infos[P0] and "invalid_move" not in env.infos[P1]
     assert_in_space(env)
+
+
+def test_the_brief_text_states_each_offers_item_balance_and_reads_back():
+    """brief=true: a one-line action line, and for an offer made to the player what accepting it does to the items
+    it holds (the count that decides the game); the position reads back from that text as from the full one."""
+    from spiral_arena.games.simple_negotiation import BRIEF_ACTION_FORMAT, SimpleNegotiation
+
+    brief = spiral_arena.make("SimpleNegotiation-v0:brief=true", obs_format="last")
+    full = spiral_arena.make("SimpleNegotiation-v0", obs_format="last")
+    agent, seen = RandomAgent(0, kinds=True), set()
+    for seed in range(40):
+        brief.reset(seed=seed)
+        full.reset(seed=seed)
+        for _ in brief.agent_iter():
+            observation, _, done, _, info = brief.last()
+            if done:
+                brief.step(None)
+                continue
+            assert observation.splitlines()[0] == f"[GAME] Your turn. {BRIEF_ACTION_FORMAT}"
+            view = SimpleNegotiation.read_position(observation)
+            assert view == SimpleNegotiation.read_position(full.observe(full.agent_selection)) == info["view"]
+            pending = view["pending"]
+            if pending is not None and pending["proposer"] != brief.possible_agents.index(brief.agent_selection):
+                net = sum(pending["give"]) - sum(pending["ask"])
+                assert f"That is {net:+d} item" in observation
+                seen.add(net)
+            else:
+                assert "That is" not in observation
+            move = agent.act(observation, info)
+            brief.step(move)
+            full.step(move)
+    assert {-2, -1, 0, 1, 2} <= seen  # offers of every balance were met and stated

@@ -17,6 +17,10 @@ What every env promises beyond PettingZoo's API:
   ``truncate()`` stopped it early (no winner). The winner of a two-player game is the agent with the
   higher return. The one-player Twenty Questions has no opponent: its winner is the questioner when it
   found the secret, else None (its returns cannot tell, so the game says it through ``winner(state)``).
+- **Views.** Players may read one match in different texts: ``views`` gives each seat its own text game
+  (the same rules, other ``text_options``, e.g. TicTacToe's board layout) and ``obs_formats`` its own
+  observation format. The rules, moves, parsing, rewards and infos are the match's; only what each player
+  is told differs (``registry.make(..., seat_text=...)`` builds them).
 - **Infos on read.** A step builds no info; ``last()`` and ``env.infos`` build them when read, with
   the content the step would have given them. A dict kept from an earlier read of ``env.infos`` is
   filled in for a new turn only when ``env.infos`` is read again.
@@ -25,7 +29,7 @@ What every env promises beyond PettingZoo's API:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import gymnasium
@@ -33,7 +37,7 @@ import numpy as np
 from pettingzoo import AECEnv
 
 from spiral_arena.core.actions import InvalidMove
-from spiral_arena.core.game import TextGame
+from spiral_arena.core.game import Message, TextGame
 from spiral_arena.core.observations import CHARSET, OBS_FORMATS, MessageLog, sanitize
 
 INVALID_MOVE_MODES = ("lose", "retry")
@@ -115,11 +119,21 @@ class TextGameEnv(AECEnv):
         obs_format: str | None = None,
         invalid_move: str = "lose",
         render_mode: str | None = None,
+        views: Sequence[TextGame] | None = None,
+        obs_formats: Sequence[str | None] | None = None,
     ) -> None:
+        """``views``: each seat's text game (same rules, own text options), None = the match's ``game`` for
+        every seat; ``obs_formats``: each seat's observation format, a None or empty one = ``obs_format``."""
         super().__init__()
         obs_format = obs_format or game.default_obs_format
-        if obs_format not in OBS_FORMATS:
-            raise ValueError(f"obs_format={obs_format!r} is not one of {OBS_FORMATS}")
+        seats = len(game.agents)
+        formats = tuple(f or obs_format for f in (obs_formats or ())) or (obs_format,) * seats
+        for form in {obs_format, *formats}:
+            if form not in OBS_FORMATS:
+                raise ValueError(f"obs_format={form!r} is not one of {OBS_FORMATS}")
+        for given, name in ((views, "views"), (obs_formats, "obs_formats")):
+            if given is not None and len(given) != seats:
+                raise ValueError(f"{name} needs one entry per seat ({seats}), got {len(given)}")
         if invalid_move not in INVALID_MOVE_MODES:
             raise ValueError(f"invalid_move={invalid_move!r} is not one of {INVALID_MOVE_MODES}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -127,12 +141,15 @@ class TextGameEnv(AECEnv):
         self.game = game
         self.env_id = env_id
         self.obs_format = obs_format
+        self.obs_formats = formats
+        # None while every seat reads the match's own text (the usual case, and the fast path of every move)
+        self._views = tuple(views) if views is not None and any(v is not game for v in views) else None
         self.invalid_move = invalid_move
         self.render_mode = render_mode
         self.metadata = {**self.metadata, "name": env_id, "nondeterministic": not game.deterministic}
         self.possible_agents = list(game.agents)
         self._seat = {a: i for i, a in enumerate(game.agents)}
-        self._prompts = [game.prompt(p) for p in range(len(game.agents))]  # fixed per game options
+        self._prompts = [self.view(p).prompt(p) for p in range(seats)]  # fixed per game options
         self._names = tuple(a.replace("_", " ").capitalize() for a in game.agents)  # "Player 0"
         self.state_: Any = None  # None until the first reset()
         # the turn whose infos wait for their first read (``_render_infos``): (player, legal strings, action
@@ -183,8 +200,9 @@ class TextGameEnv(AECEnv):
         self.truncations = dict.fromkeys(self.agents, False)
         self._infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
         self._returns = (0.0,) * n
-        self.log = MessageLog(self._prompts, self.obs_format)
-        self.log.post_all(self.game.start_messages(self.state_))
+        self.log = MessageLog(self._prompts, self.obs_formats)
+        state = self.state_
+        self._tell(lambda game: game.start_messages(state))
         self._after_move()
 
     def _generator(self, seed: int | None) -> np.random.Generator:
@@ -263,7 +281,10 @@ class TextGameEnv(AECEnv):
             return
         self._unrendered = None  # the state moves on: infos nobody read are never built
         state.apply(move)
-        self.log.post_all(self.game.move_messages(state, player, move))
+        if self._views is None:
+            self.log.post_all(self.game.move_messages(state, player, move))
+        else:
+            self._tell(lambda game: game.move_messages(state, player, move))
         self._after_move()
 
     def render(self) -> str | None:
@@ -296,16 +317,32 @@ class TextGameEnv(AECEnv):
             return invalid.reason
         return None
 
+    def view(self, player: int) -> TextGame:
+        """The text game ``player`` reads the match in: its own view, or the match's game."""
+        return self.game if self._views is None else self._views[player]
+
+    def _tell(self, messages: Callable[[TextGame], Iterable[Message]]) -> None:
+        """Post the messages ``messages(game)`` writes: the match's, or each seat those of its own view."""
+        if self._views is None:
+            self.log.post_all(messages(self.game))
+            return
+        written: dict[int, list[Message]] = {}
+        for seat, view in enumerate(self._views):
+            if id(view) not in written:
+                written[id(view)] = list(messages(view))
+            self.log.post_own(seat, written[id(view)])
+
     def _after_move(self) -> None:
         """Rewards, whose turn it is and its message, after reset or a legal move; the turn's infos
         wait for their first read (``_render_infos``)."""
-        state, game = self.state_, self.game
+        state = self.state_
         if state.is_terminal():
             self._finish(state.returns())
             return
-        if game.step_rewards:
+        if self.game.step_rewards:
             self._set_rewards(state.returns())
         player = state.current_player
+        game = self.game if self._views is None else self._views[player]
         legal = game.legal_action_strings(state)
         action_line = game.action_format(state) if legal is None else f"Legal actions: {', '.join(legal)}."
         # The position comes last, right before the answer: small models use private information
@@ -386,8 +423,13 @@ class TextGameEnv(AECEnv):
                 info.update(extra)
             info["outcome"] = {"winner": winner, "reason": reason}
             self._infos[agent] = info
-        why = game.outcome_reason(self.state_) if reason == "normal" else ""
-        self.log.post(None, f"Game over. {why}{' ' if why else ''}Rewards: {_rewards_text(self._names, returns)}.")
+        rewards, state = _rewards_text(self._names, returns), self.state_
+
+        def ending(view: TextGame) -> list[Message]:
+            why = view.outcome_reason(state) if reason == "normal" else ""
+            return [(None, f"Game over. {why}{' ' if why else ''}Rewards: {rewards}.")]
+
+        self._tell(ending)
         # Everyone still holds a (final) observation; agents step out with step(None).
         current = self.state_.current_player
         self.agent_selection = agents[(current + 1) % len(agents)] if current >= 0 else agents[0]

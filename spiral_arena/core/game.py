@@ -9,7 +9,7 @@ and turns a player's answer back into a rules action.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -59,6 +59,10 @@ class TextGame(ABC):
     step_rewards: ClassVar[bool] = False  # True if returns() changes before the end
     has_chance: ClassVar[bool] = True  # False: new_state gets rng=None (no Generator is built)
     deterministic: bool = True  # False when an outside model decides outcomes (an LLM judge)
+    # The constructor options that change only what a player reads (a board's layout, a recap), never the
+    # rules or the payoff, each with its valid values: two players may read one match in different texts
+    # (``TextGameEnv`` views), and a checkpoint is shown the text it trained on while it plays the match's rules.
+    text_options: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
 
     @abstractmethod
     def new_state(self, rng: np.random.Generator | None) -> State:
@@ -93,6 +97,12 @@ class TextGame(ABC):
         """What ``player`` knows now as plain values (own card, board, holdings...), never more than
         its observation text says. Scripted agents read this instead of parsing prose."""
         return {}
+
+    def view_message(self, view: dict[str, Any]) -> str | None:
+        """The turn message, in this game's text, of the position a ``player_view`` describes (what
+        ``read_position`` reads back from text), for games whose view holds the whole position; None for
+        the others. It lets a server show a player a position it was sent in another text option."""
+        return None
 
     def step_info(self, state: State) -> dict[str, Any]:
         """Extra ``info`` entries after each move, also at the end (e.g. a per-turn verdict)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 OBS_FORMATS = ("full", "first_last", "last")
 CHARSET = string.printable
@@ -37,10 +37,11 @@ def last_message(observation: str) -> str:
 
 
 class MessageLog:
-    """What each player has been told, in order; the full text is joined only when asked for."""
+    """What each player has been told, in order; the full text is joined only when asked for. Each player
+    may read its own format (``obs_format``: one for all, or one per player)."""
 
-    def __init__(self, prompts: list[str], obs_format: str) -> None:
-        self.obs_format = obs_format
+    def __init__(self, prompts: list[str], obs_format: str | Sequence[str]) -> None:
+        self.formats = (obs_format,) * len(prompts) if isinstance(obs_format, str) else tuple(obs_format)
         self.prompts = prompts
         self.lines = [[f"[GAME] {p}"] for p in prompts]
 
@@ -59,12 +60,19 @@ class MessageLog:
             else:
                 lines[to].append(line)
 
+    def post_own(self, player: int, messages: Iterable[tuple[int | None, str]]) -> None:
+        """Of a game's messages, those that reach ``player`` (to it or to everyone): the messages of one
+        player's own view of the game, when players read the match in different texts."""
+        own = self.lines[player]
+        own.extend("[GAME] " + text for to, text in messages if to is None or to == player)
+
     def latest(self, player: int) -> str:
         return self.lines[player][-1]
 
     def observation(self, player: int) -> str:
-        if self.obs_format == "full":
+        form = self.formats[player]
+        if form == "full":
             return "\n\n".join(self.lines[player])
-        if self.obs_format == "last":
+        if form == "last":
             return self.lines[player][-1]
         return f"{self.prompts[player]}\n\n{self.lines[player][-1]}"

@@ -2,7 +2,12 @@
 
 Both start with 10 Wood and 10 Gold; player 0 values Wood 5 / Gold 15, player 1 the reverse.
 Messages are free text carrying at most one ``[Offer: ... -> ...]``, ``[Accept]`` or ``[Deny]``.
-The larger gain in one's own valuation wins; equal gains draw.
+The larger gain in one's own valuation wins; equal gains draw. ``brief=true`` (a text option) writes each
+turn's action line in one short line instead of the whole grammar, which the prompt still states, and says
+of an offer made to the player what accepting it would change in the number of items it holds (``That is +1
+item for you.``): a short latest message for small models that read only that (``obs_format="last"``). The
+gains differ by 20 points per item held above 20 (the values mirror each other), so the items count decides
+the game; the line says what an offer does, and whether to take it stays the player's.
 """
 
 from __future__ import annotations
@@ -133,6 +138,7 @@ ACTION_FORMAT = (
     "(you give the left side, you ask for the right side), [Accept] (take the offer made to you) "
     "or [Deny] (reject it)."
 )
+BRIEF_ACTION_FORMAT = "Chat with at most one of [Offer: 3 Wood -> 2 Gold], [Accept] or [Deny]."
 
 PROMPT = """\
 You are Player {me} in a negotiation game, zero-sum for two players. There are two goods, Wood \
@@ -185,7 +191,7 @@ _TURN = re.compile(
     r"You hold (\d+) Wood and (\d+) Gold \(worth (\d+) to you\)\. Messages left in the game: (\d+)\. "
     rf"(?:(No offer is open\.)|Your open offer: you give {_SHOWN_BUNDLE} for {_SHOWN_BUNDLE}\.|"
     rf"Open offer to you: Player ([01]) gives {_SHOWN_BUNDLE} and asks for {_SHOWN_BUNDLE}\. "
-    r"You may \[Accept\] or \[Deny\] it\.)"
+    r"(?:That is [+-]\d+ items? for you\. )?You may \[Accept\] or \[Deny\] it\.)"
 )
 _SHOWN_ITEM = re.compile(r"(\d+) (Wood|Gold)")
 TOTALS = tuple(2 * n for n in START_HOLDINGS)  # trades move goods between the players only
@@ -218,6 +224,12 @@ class SimpleNegotiation(TextGame):
     description = "Trade Wood and Gold valued differently by each side; 10 messages; larger gain wins."
     default_obs_format = "full"
     has_chance = False
+    text_options = {"brief": (False, True)}
+
+    def __init__(self, brief: bool = False) -> None:
+        if not isinstance(brief, bool):
+            raise ValueError(f"brief must be true or false, got {brief!r}")
+        self.brief = brief
 
     def new_state(self, rng: np.random.Generator | None) -> SimpleNegotiationState:
         return SimpleNegotiationState()
@@ -257,7 +269,7 @@ class SimpleNegotiation(TextGame):
         }
 
     def action_format(self, state: SimpleNegotiationState) -> str:
-        return ACTION_FORMAT
+        return BRIEF_ACTION_FORMAT if self.brief else ACTION_FORMAT
 
     def action_examples(self, state: SimpleNegotiationState) -> list[str]:
         me = state.current_player
@@ -307,9 +319,13 @@ class SimpleNegotiation(TextGame):
             return text + " No offer is open."
         if offer.proposer == player:
             return text + f" Your open offer: you give {describe(offer.give)} for {describe(offer.ask)}."
+        balance = ""
+        if self.brief:  # what accepting does to the items it holds (the count that decides the game)
+            net = sum(offer.give) - sum(offer.ask)
+            balance = f"That is {net:+d} item{'' if abs(net) == 1 else 's'} for you. "
         return (
             text + f" Open offer to you: Player {offer.proposer} gives {describe(offer.give)} "
-            f"and asks for {describe(offer.ask)}. You may [Accept] or [Deny] it."
+            f"and asks for {describe(offer.ask)}. {balance}You may [Accept] or [Deny] it."
         )
 
     def move_messages(self, state: SimpleNegotiationState, player: int, move: Move) -> list[Message]:

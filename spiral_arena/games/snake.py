@@ -443,7 +443,7 @@ class SnakeParallelEnv(ParallelEnv):
         env = self.env
         state = env.state_
         legal = ", ".join(env.game.legal_action_strings(state))
-        env.log.post(player, f"Your turn. Legal actions: {legal}.\n{env.game.turn_message(state, player)}")
+        env.log.post(player, f"Your turn. Legal actions: {legal}.\n{env.view(player).turn_message(state, player)}")
 
     def _observations(self) -> dict[str, str]:
         return {a: self.env.observe(a) for a in self.possible_agents}

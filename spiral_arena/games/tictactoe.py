@@ -121,6 +121,7 @@ class TicTacToe(TextGame):
     description = "Tic-Tac-Toe on a 3x3 board; cells 0-8; three in a row wins (no chance)."
     default_obs_format = "first_last"
     has_chance = False
+    text_options = {"board": BOARDS}
 
     def __init__(self, board: str = "grid") -> None:
         if board not in BOARDS:
@@ -142,6 +143,12 @@ class TicTacToe(TextGame):
             text = _CELLS_HEAD.format(MARKS[player]) + "".join(words)
             return text + _line_words([w[-1] for w in words]) if self.layout == "lines" else text
         return f"Board (you are '{MARKS[player]}'; numbers are empty cells):\n{self.render(state)}"
+
+    def view_message(self, view: dict[str, Any]) -> str:
+        """The turn message of ``view``'s board for its player, in this game's layout."""
+        state = TicTacToeState()
+        state.board, state.current_player = list(view["board"]), view["me"]
+        return self.turn_message(state, view["me"])
 
     def player_view(self, state: TicTacToeState, player: int) -> dict:
         """board: 9 cells, -1 empty else the player index; me: your index."""

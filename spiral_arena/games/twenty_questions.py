@@ -333,6 +333,7 @@ class TwentyQuestions(TextGame):
     default_obs_format = "full"
     agents = ("questioner",)
     step_rewards = True
+    text_options = {"recap": (False, True), "candidates": (False, True)}
 
     def __init__(
         self,
