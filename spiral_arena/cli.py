@@ -74,12 +74,15 @@ def cmd_envs(args: argparse.Namespace) -> int:
     width = max(len(env_id) for env_id in REGISTRY)
     for env_id, spec in REGISTRY.items():
         print(f"{env_id:<{width}}  {spec.game.description}")
-        if spec.options:
-            shown = ", ".join(f"{name}={value!r}" for name, value in spec.options.items())
-            print(f"{'':<{width}}  options: {shown}")
+        text = spec.game.text_options
+        for kind, names in (("options", [n for n in spec.options if n not in text]), ("text options", list(text))):
+            if names:
+                print(f"{'':<{width}}  {kind}: {', '.join(f'{n}={spec.options[n]!r}' for n in names)}")
     print(
         "\nOptions go after the id, ID:key=value;key=value (e.g. KuhnPoker-v0:rounds=1), in every command and in "
-        "spiral_arena.make. Every env also takes obs_format (full, first_last, last) and invalid_move (lose, retry)."
+        "spiral_arena.make. Every env also takes obs_format (full, first_last, last) and invalid_move (lose, retry). "
+        "Text options (and obs_format) change only what a player reads: a checkpoint is shown each game in the text "
+        "it trained on, and plays the match's rules (docs/agents.md)."
     )
     return 0
 

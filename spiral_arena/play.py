@@ -1,7 +1,14 @@
-"""Whole games between agents, one at a time or many in flight (used by ``spiral-arena play``)."""
+"""Whole games between agents, one at a time or many in flight (used by ``spiral-arena play``).
+
+Each seat reads the match in the text its agent knows: a checkpoint (``hf:``, ``vllm:``) the text it was
+trained on (``models.checkpoints.Trained``: TicTacToe's board layout, the observation format), every other
+agent the match's own; the rules are always the match's. ``seat_texts`` decides it and ``Notes`` says, once
+per line, where a checkpoint plays rules it did not train on.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +17,38 @@ from spiral_arena.agents import Agent, HumanAgent
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Decision, Game, InFlight, own_copy
 from spiral_arena.llm import APIError
-from spiral_arena.registry import make
+from spiral_arena.models.checkpoints import Reading
+from spiral_arena.registry import ENV_KWARGS, GameSpec, SeatText, make
+
+
+class Notes:
+    """Lines a command says once each (``say``: one line on stderr by default): a checkpoint playing a match
+    whose rules it did not train on, say. Shared by every match of a command, so each line shows once."""
+
+    def __init__(self, say: Callable[[str], None] | None = None) -> None:
+        self.said: list[str] = []
+        self.say = say or (lambda line: print(f"note: {line}", file=sys.stderr))
+
+    def __call__(self, line: str | None) -> None:
+        if line and line not in self.said:
+            self.said.append(line)
+            self.say(line)
+
+
+def reading(agent: Agent, game: GameSpec) -> Reading:
+    """How ``agent`` reads ``game``: a model agent as its checkpoint records (``Trained.reading``), any other
+    agent the match's own text."""
+    trained = getattr(agent, "trained", None)
+    return trained.reading(game) if trained is not None else Reading()
+
+
+def seat_texts(game: GameSpec, agents: Sequence[Agent], notes: Callable[[str | None], None]) -> tuple[SeatText, ...]:
+    """What each seat of ``game`` is shown (``registry.make``'s ``seat_text``), agent i in seat i; each
+    agent's note (if any) goes to ``notes``."""
+    readings = [reading(agent, game) for agent in agents]
+    for read in readings:
+        notes(read.note)
+    return tuple(read.text for read in readings)
 
 
 @dataclass
@@ -127,6 +165,7 @@ class _Played(Game[GameRecord]):
 
     index: int = field(kw_only=True)
     env: TextGameEnv = field(kw_only=True)
+    key: tuple = field(kw_only=True)  # what each seat reads: the env goes back to the spares of its kind
 
 
 def play_games(
@@ -140,6 +179,7 @@ def play_games(
     env_options: dict[str, Any] | None = None,
     rotate_seats: bool = False,
     max_moves: int | None = None,
+    notes: Callable[[str | None], None] | None = None,
 ) -> Iterator[tuple[int, GameRecord]]:
     """Game i plays ``seeds[i]``, agent j in seat j (``rotate_seats``: in seat (i + j) mod the number of
     seats, so each agent takes every seat in turn), with up to ``concurrency`` games in flight
@@ -147,25 +187,31 @@ def play_games(
     yields (i, its record) as games end. Each game has its own copy of each agent, reset with
     ``agent_seed``, so a game plays what ``play_game`` plays with the same seed, whatever else is in
     flight. ``on_start(i, seed)`` is called as game i begins. ``env_options`` go to ``make``;
-    ``max_moves`` caps each game (``game_moves``)."""
-    idle: list[TextGameEnv] = []
+    ``max_moves`` caps each game (``game_moves``). Each seat reads the game as its agent knows it
+    (``seat_texts``); ``notes`` (default: a ``Notes`` of this call) hears each agent's note."""
+    idle: dict[tuple, list[TextGameEnv]] = {}  # by what each seat reads
     flight = InFlight(concurrency)
+    n = len(agents)
+    rules = {k: v for k, v in (env_options or {}).items() if k not in ENV_KWARGS}
+    texts = seat_texts(GameSpec.parse(env_id).with_options(**rules), agents, notes or Notes())
 
     def start(index: int, seed: int | None) -> _Played:
-        env = idle.pop() if idle else make(env_id, render_mode="ansi", **(env_options or {}))
-        n = len(agents)
-        seated = [agents[(seat - index) % n] for seat in range(n)] if rotate_seats else agents
+        order = [(seat - index) % n for seat in range(n)] if rotate_seats else list(range(n))
+        seated, text = [agents[i] for i in order], tuple(texts[i] for i in order)
+        key = tuple(tuple(sorted(t.items())) for t in text)
+        spare = idle.setdefault(key, [])
+        env = spare.pop() if spare else make(env_id, render_mode="ansi", seat_text=text, **(env_options or {}))
         own = [own_copy(agent, agent_seed(seed, seat)) for seat, agent in enumerate(seated)]
         for agent in own:
             if isinstance(agent, HumanAgent):
                 agent.validate = env.check_action
         if on_start is not None:
             on_start(index, seed)
-        return _Played(game_moves(env, seed, on_step, max_moves), own, index=index, env=env)
+        return _Played(game_moves(env, seed, on_step, max_moves), own, index=index, env=env, key=key)
 
     try:
         for game in flight.play(start(i, seed) for i, seed in enumerate(seeds)):
-            idle.append(game.env)
+            idle[game.key].append(game.env)
             yield game.index, game.result
     finally:
         flight.close()

@@ -28,6 +28,11 @@ earlier message of a chat holds what the last one lacks. Messages are read the w
 them: players' text never holds the blank line that starts a message (``observations.sanitize``), so
 no opponent's chat can pass for a game line and void the served agent's turns.
 
+A served checkpoint (``--agent hf:PATH``) reads a game it trained on in the text it trained on: the latest
+turn's position is rewritten in its layout where the game can write a position from its view
+(``TextGame.view_message``: TicTacToe's ``board``; ``retold``), and it reads only the latest message if it
+trained on that. Other text options (Twenty Questions' ``recap``) reach it as the client wrote them.
+
 What is never answered (422, one sentence): a finished game (the observation ends with the env's
 ``Game over.`` message, or ``spiral_info`` holds an ``outcome``), and a scripted agent's move that the
 request's own legal actions do not list (a position and a ``Legal actions`` line that disagree). A
@@ -71,10 +76,10 @@ from starlette.concurrency import run_in_threadpool
 from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent, split_options
 from spiral_arena.core.env import SEED_LIMIT
 from spiral_arena.core.game import TextGame
-from spiral_arena.core.readback import PositionUnreadable, game_over, latest_turn
+from spiral_arena.core.readback import TURN_HEADER, PositionUnreadable, game_over, latest_turn
 from spiral_arena.inflight import own_copy
 from spiral_arena.llm import is_loopback
-from spiral_arena.registry import REGISTRY
+from spiral_arena.registry import REGISTRY, GameSpec
 
 _TURN = "Your turn."
 _LEGAL_LINE = re.compile(r"Legal actions:([^\n]*)")
@@ -139,6 +144,33 @@ def read_info(observation: str) -> dict[str, Any]:
             info["role"] = view["role"]
         return info
     return {}
+
+
+def retold(observation: str, info: dict[str, Any], agent: Agent, games: dict[tuple, TextGame]) -> str:
+    """``observation`` as a checkpoint agent reads the game its info names: the latest turn's position
+    rewritten in the text options the checkpoint trained on (TicTacToe's ``board`` layout), through the
+    game's ``view_message``. Unchanged for other agents, for games whose view cannot be rewritten, and
+    where the checkpoint reads the game's default text. ``games`` caches one text game per (id, text)."""
+    trained, view = getattr(agent, "trained", None), info.get("view")
+    env_id = next((s.env_id for s in REGISTRY.values() if s.game.name == info.get("game")), None)
+    turn = latest_turn(observation)
+    if trained is None or env_id is None or not isinstance(view, dict) or turn is None:
+        return observation
+    text = {k: v for k, v in trained.reading(GameSpec(env_id)).text.items() if k != "obs_format"}
+    if not text:
+        return observation
+    key = (env_id, *sorted(text.items()))
+    if key not in games:
+        games[key] = REGISTRY[env_id].game(**text)
+    try:
+        message = games[key].view_message(view)
+    except (KeyError, TypeError, ValueError, IndexError):  # a view sent as spiral_info that is not the game's
+        return observation
+    written = f"{TURN_HEADER}{turn.action_line}\n{turn.message}"
+    start = observation.rfind(written)
+    if message is None or start == -1:
+        return observation
+    return f"{observation[:start]}{TURN_HEADER}{turn.action_line}\n{message}{observation[start + len(written) :]}"
 
 
 def info_from_text(observation: str) -> tuple[dict[str, Any], str | None]:
@@ -330,6 +362,7 @@ def create_app(
         raise ValueError(f"latency must be a number of seconds >= 0, got {latency_s!r}")
     player = make_agent(agent)
     served_model = model_id or public_label(agent)
+    texts: dict[tuple, TextGame] = {}  # the text games a served checkpoint reads positions in (``retold``)
     # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
     # API agents are thread-safe and slow, so their requests overlap.
     scripted = not isinstance(player, APIAgent)
@@ -354,7 +387,7 @@ def create_app(
         try:
             with guard:
                 agent = player if request.seed is None else own_copy(player, request.seed)
-                text = agent.act(request.observation, request.info)
+                text = agent.act(retold(request.observation, request.info, player, texts), request.info)
         except APIError as error:  # its text may hold the upstream's own words and address: not for clients
             status = f" (HTTP {error.status})" if error.status else ""
             raise RequestError(502, f"the served agent's upstream failed{status}", kind="upstream_error") from None

@@ -25,6 +25,8 @@ def test_envs_lists_every_id_with_a_description_and_its_options():
     assert all(len(line.split(maxsplit=1)[1]) > 20 for line in described)
     kuhn = out.stdout.split("KuhnPoker-v0", 1)[1].splitlines()[1]
     assert kuhn.split() == ["options:", "rounds=5,", "reward='win',", "ante=1,", "first_player=0"]
+    tictactoe = out.stdout.split("TicTacToe-v0", 1)[1].splitlines()[1]  # options that change only the text
+    assert tictactoe.split() == ["text", "options:", "board='grid'"]
     assert "ID:key=value;key=value" in out.stdout
 
 

@@ -49,8 +49,18 @@ def options_problem(spec: str, options: dict[str, Any]) -> str | None:
         from spiral_arena.agents.vllm import VLLMAgent as agent_class
     else:
         agent_class = HumanAgent if kind == "human" else APIAgent
-    fixed = ("self", "spec", "provider", "model", "base_url", "api_key")  # given by the spec or the environment
-    valid = [p for p in inspect.signature(agent_class.__init__).parameters if p not in fixed]
+    fixed = ("self", "spec", "path", "provider", "model", "base_url", "api_key")  # given by the spec or the environment
+    parameters = inspect.signature(agent_class.__init__).parameters.values()
+    valid = [p.name for p in parameters if p.name not in fixed and p.kind is not p.VAR_KEYWORD]
+    if kind in MODEL_KINDS:  # what a checkpoint reads can be overridden: hf:PATH#board=grid
+        from spiral_arena.agents.model import ModelAgent
+        from spiral_arena.models.checkpoints import READ_OPTIONS
+
+        try:
+            ModelAgent.read_options(repr(masked(spec)), {k: v for k, v in options.items() if k in READ_OPTIONS})
+        except ValueError as error:
+            return str(error)
+        valid += READ_OPTIONS
     unknown = sorted(set(options) - set(valid))
     if unknown:
         return f"{masked(spec)!r}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"

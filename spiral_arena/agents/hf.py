@@ -24,7 +24,10 @@ class HFAgent(ModelAgent):
         top_p: float | None = None,
         max_new_tokens: int | None = None,
         seed: int | None = None,
+        **reads: Any,
     ) -> None:
+        """``reads``: spec options that override how the checkpoint reads games (``ModelAgent.read_options``)."""
+        reads = self.read_options(f"hf:{path}", reads)  # before anything loads
         try:
             import torch
 
@@ -40,7 +43,9 @@ class HFAgent(ModelAgent):
         # reply with it (Qwen's <|im_end|>), not with the tokenizer's EOS
         stop_ids = stop_token_ids(tokenizer, self.model.generation_config)
         engine = HFEngine(self.model, stop_ids, tokenizer.pad_token_id)
-        self._setup(engine, tokenizer, stop_ids, read_settings(path), temperature, top_p, max_new_tokens, seed)
+        self._setup(
+            engine, tokenizer, stop_ids, read_settings(path), temperature, top_p, max_new_tokens, seed, reads
+        )
 
     def score_answers(self, observation: str, answers: list[str], temperature: float = 1.0) -> list[float]:
         """Log-probability of each whole answer (ending the turn) as the reply to ``observation`` when
@@ -54,7 +59,8 @@ class HFAgent(ModelAgent):
         def score(observation: str, answers: list[str]) -> list[float]:
             return self.score_answers(observation, answers, self.sampling.temperature)
 
-        return kuhn_policy_from_scores(score, self.obs_format if self.obs_format != "last" else "")[0]
+        kuhn = self.trained.kuhn_game()
+        return kuhn_policy_from_scores(score, self.trained.reading(kuhn).text.get("obs_format", ""), kuhn.canonical)[0]
 
 
 def load_model(path: str, device: str) -> tuple[Any, Any]:

@@ -6,6 +6,11 @@ template, as in SPIRAL. A training checkpoint's ``spiral_arena.json`` says how i
 ``thinking``), and the agent prompts it the same way in any env, through the trainer's own prompt
 renderer (``Policy``); the run's evaluation sampling (temperature, top-p, answer length) are the
 defaults of ``temperature``, ``top_p`` and ``max_new_tokens``. ``temperature=0`` decodes greedily.
+It also records the games the model trained on, each with its text options (TicTacToe's ``board``) and
+observation format: ``trained.reading(game)`` says what the agent's seat is shown of a match (the runners
+build each seat its own text: ``spiral_arena.play``) and whether the match's rules differ from those it
+trained on. Options on the spec override the record: ``hf:PATH#board=grid``, ``#obs_format=full``,
+``#prompt_template=spiral``, ``#thinking=false``.
 
 Each decision is sampled with a seed drawn from the agent's own generator, which ``reset(seed)``
 replaces: a shallow copy that is reset holds its own random stream but shares the loaded model, so
@@ -19,10 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from spiral_arena.agents.base import BaseAgent
-from spiral_arena.core.observations import last_message
+from spiral_arena.core.observations import OBS_FORMATS, last_message
 from spiral_arena.models import Engine, Sampling
-from spiral_arena.models.checkpoints import DEFAULT_SAMPLING
-from spiral_arena.models.policy import Policy
+from spiral_arena.models.checkpoints import DEFAULT_SAMPLING, READ_OPTIONS, Trained
+from spiral_arena.models.policy import PROMPT_TEMPLATES, Policy
+from spiral_arena.registry import REGISTRY
 
 DRAW_LIMIT = 2**62  # seeds drawn from an agent's generator lie below this
 
@@ -42,17 +48,41 @@ class ModelAgent(BaseAgent):
         top_p: float | None,
         max_new_tokens: int | None,
         seed: int | None,
+        reads: dict[str, Any],
     ) -> None:
+        """``reads``: the spec's options that override the checkpoint's record (``read_options``)."""
         import torch
 
         self.torch, self.tokenizer, self.stop_ids = torch, tokenizer, stop_ids
-        self.obs_format = settings.get("obs_format", "")
+        settings = {**settings, **{k: v for k, v in reads.items() if k in ("prompt_template", "thinking")}}
+        self.trained = Trained(settings, self.spec, reads)
+        self.obs_format = reads.get("obs_format") or settings.get("obs_format", "")
         template, thinking = settings.get("prompt_template", "spiral"), settings.get("thinking", True)
         self.policy = Policy(engine, tokenizer, template, stop_ids, thinking=thinking)
         given = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
         recorded = {**DEFAULT_SAMPLING, **settings.get("sampling", {})}
         self.sampling = Sampling.of({k: recorded[k] if v is None else v for k, v in given.items()})
         self.reset(seed)
+
+    @staticmethod
+    def read_options(spec: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The spec options that change what the model reads (``#obs_format=full``, a game's text option
+        such as ``#board=grid``, ``#prompt_template``, ``#thinking``), checked; ValueError naming the valid
+        ones for anything else."""
+        if unknown := sorted(set(options) - set(READ_OPTIONS)):
+            raise ValueError(f"{spec}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(READ_OPTIONS)}")
+        for name, valid in (("obs_format", OBS_FORMATS), ("prompt_template", PROMPT_TEMPLATES)):
+            if name in options and options[name] not in valid:
+                raise ValueError(f"{spec}: {name} must be one of {', '.join(valid)}, got {options[name]!r}")
+        if not isinstance(options.get("thinking", True), bool):
+            raise ValueError(f"{spec}: thinking must be true or false, got {options['thinking']!r}")
+        for name, value in options.items():  # a game's text option: a value every game that has it takes
+            for registered in REGISTRY.values():
+                valid = registered.game.text_options.get(name, (value,))
+                if value not in valid or isinstance(value, bool) != isinstance(valid[0], bool):
+                    shown = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in valid)
+                    raise ValueError(f"{spec}: {name} must be one of {shown} ({registered.env_id}), got {value!r}")
+        return dict(options)
 
     def reset(self, seed: int | None = None) -> None:
         """A new generator (rebound, never reseeded in place, so copies do not share it). ``None`` keeps

@@ -4,6 +4,8 @@ flight holds a copy; a wave's decisions go to vLLM in one call, each with its ow
 
 from __future__ import annotations
 
+from typing import Any
+
 from spiral_arena.agents.model import ModelAgent
 from spiral_arena.models.checkpoints import read_settings
 
@@ -24,7 +26,9 @@ class VLLMAgent(ModelAgent):
         gpu_memory_utilization: float = 0.45,
         kv_cache_gib: float = 0.0,
         enforce_eager: bool = False,
+        **reads: Any,
     ) -> None:
+        reads = self.read_options(f"vllm:{path}", reads)  # before anything loads
         from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, serve_checkpoint
 
         import_vllm(f"vllm:{path}")  # before default_dtype reads vLLM's platform
@@ -38,7 +42,9 @@ class VLLMAgent(ModelAgent):
         )
         self.path = path
         tokenizer, stop_ids, engine = serve_checkpoint(path, settings)
-        self._setup(engine, tokenizer, stop_ids, read_settings(path), temperature, top_p, max_new_tokens, seed)
+        self._setup(
+            engine, tokenizer, stop_ids, read_settings(path), temperature, top_p, max_new_tokens, seed, reads
+        )
 
     def kuhn_policy(self) -> dict[str, float]:
         """Its single-hand Kuhn policy, read exactly as an ``hf:`` agent of the same checkpoint and sampling
@@ -46,4 +52,4 @@ class VLLMAgent(ModelAgent):
         prompt log-probs do not give), so the checkpoint is loaded once more through transformers here."""
         from spiral_arena.agents.hf import HFAgent
 
-        return HFAgent(self.path, temperature=self.sampling.temperature).kuhn_policy()
+        return HFAgent(self.path, temperature=self.sampling.temperature, **self.trained.overrides).kuhn_policy()

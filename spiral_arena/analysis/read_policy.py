@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from spiral_arena.analysis.kuhn import KUHN_INFO_STATES
-from spiral_arena.registry import make
+from spiral_arena.registry import GameSpec
 
 # history -> (aggressive answer, passive answer)
 _ANSWERS = {"": ("[bet]", "[check]"), "p": ("[bet]", "[check]"), "b": ("[call]", "[fold]"), "pb": ("[call]", "[fold]")}
@@ -32,11 +32,16 @@ def answer_text(action: str) -> str:
     return f"\\boxed{{{action}}}"
 
 
-def kuhn_policy_from_scores(score: ScoreFn, obs_format: str = "") -> tuple[dict[str, float], float]:
-    """P(bet or call) at each information state, and the mean probability of any other answer."""
+def kuhn_policy_from_scores(
+    score: ScoreFn, obs_format: str = "", game: str = "KuhnPoker-v0"
+) -> tuple[dict[str, float], float]:
+    """P(bet or call) at each information state, and the mean probability of any other answer, read on
+    single hands of ``game`` (a Kuhn id with options, e.g. the ``reward=chips`` a model trained on: its text
+    is what the model is shown; rounds is set to 1)."""
     import math
 
-    env = make("KuhnPoker-v0", rounds=1, **({"obs_format": obs_format} if obs_format else {}))
+    kuhn = GameSpec.parse(game).with_options(rounds=1)
+    env = kuhn.make(**({"obs_format": obs_format} if obs_format else {}))
     seeds: dict[tuple[int, int], int] = {}
     for seed in range(200):  # a seed that deals each card to each seat
         env.reset(seed=seed)

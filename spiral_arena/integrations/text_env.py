@@ -18,15 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 from spiral_arena.agents import Agent
-from spiral_arena.registry import make
-from spiral_arena.wrappers.gym import OpponentEnv
+from spiral_arena.registry import GameSpec
+from spiral_arena.wrappers.gym import OpponentEnv, seated
 
 
 def make_text_env(env_id: str, seat: int = 0, opponent: str | Agent | None = "random", **options: Any) -> OpponentEnv:
     """``env_id`` (options included) played from ``seat``, ``opponent`` (an agent or spec) in the other
     seat; one-player games take no opponent. ``options`` go to ``make`` (``obs_format``, game options)."""
-    env = make(env_id, **options)
-    return OpponentEnv(env, opponent=opponent if len(env.possible_agents) > 1 else None, seat=seat)
+    solo = GameSpec.parse(env_id).players == 1
+    return OpponentEnv(*seated(env_id, None if solo else opponent, seat, **options), seat=seat)
 
 
 def new_messages(text_env: OpponentEnv, since: int) -> tuple[str, int]:

@@ -36,8 +36,8 @@ from pydantic import Field, field_validator
 from spiral_arena.agents import Agent, make_agent, spec_problem
 from spiral_arena.core.env import SEED_LIMIT, TextGameEnv
 from spiral_arena.integrations.outcome import RECIPE_INVALID_OPPONENT_REWARD, game_summary, shaped_rewards
-from spiral_arena.play import agent_seed
-from spiral_arena.registry import GameSpec, env_id_problem, make
+from spiral_arena.play import Notes, agent_seed, seat_texts
+from spiral_arena.registry import GameSpec, env_id_problem
 
 try:
     import verifiers.v1 as vf
@@ -50,6 +50,7 @@ __all__ = ["GameEnv", "GameTaskset"]
 
 # The seat agents' defaults: the tool-less chat loop, run as a local process (a game needs no sandbox).
 SEAT_AGENT = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
+NOTES = Notes()  # a checkpoint opponent's note (rules it did not train on), said once per process
 
 
 class GameTaskData(vf.TaskData):
@@ -187,9 +188,8 @@ class GameEnv(vf.Env[GameEnvConfig]):
     async def run(self, task: GameTask, agents: vf.Agents) -> None:
         config = self.config
         data = task.data
-        env = make(data.game, **({"obs_format": config.obs_format} if config.obs_format else {}))
-        env.reset(seed=data.seed)
-        n = len(env.possible_agents)
+        game = GameSpec.parse(data.game)
+        n = game.players
         if config.opponent == "self":
             learner_seats = list(range(n))
         else:
@@ -201,6 +201,10 @@ class GameEnv(vf.Env[GameEnvConfig]):
                 if hasattr(opponent, "reset"):
                     opponent.reset(seed=agent_seed(data.seed, seat))
                 opponents[seat] = opponent
+        # a checkpoint opponent reads the game in the text it trained on; the learner's seats the config's
+        texts = [seat_texts(game, [opponents[s]], NOTES)[0] if s in opponents else {} for s in range(n)]
+        env = game.make(**({"obs_format": config.obs_format} if config.obs_format else {}), seat_text=texts)
+        env.reset(seed=data.seed)
         seat_task = type(task)(data.model_copy(update={"prompt": None}), task.config)
         async with contextlib.AsyncExitStack() as stack:
             interactions = {

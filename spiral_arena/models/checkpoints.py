@@ -1,17 +1,26 @@
 """What a trained model directory says about itself: ``spiral_arena.json``, written last into every
 trainer checkpoint and SFT output. It records how the model was prompted (prompt template, observation
-format, thinking) and how its run sampled it, so whoever plays it prompts and samples it the same way,
-and for a LoRA checkpoint the base model the adapter applies to."""
+format, thinking), how its run sampled it, the games it was trained on (each id with every option, and the
+observation format it read) and, for a LoRA checkpoint, the base model the adapter applies to. Whoever plays
+it prompts and samples it the same way and shows it each game in the text it trained on (``Trained``).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from spiral_arena.registry import TEXT_OPTIONS, GameSpec
 
 SETTINGS_FILE = "spiral_arena.json"
 ADAPTER_FILE = "adapter_config.json"  # peft's: the directory holds a LoRA adapter, not full weights
 DEFAULT_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}  # for plain model directories
+TRAINED_KINDS = ("spiral-arena checkpoint", "spiral-arena sft")  # what trainers write: they record their games
+# what an agent spec may set in place of the record (hf:PATH#board=grid): the format, prompt and every game's text
+READ_OPTIONS = ("obs_format", "prompt_template", "thinking", *TEXT_OPTIONS)
 
 
 def read_settings(path: str | Path) -> dict[str, Any]:
@@ -27,3 +36,91 @@ def adapter_base(path: str | Path) -> str | None:
     if not adapter.is_file():
         return None
     return read_settings(path).get("base_model") or json.loads(adapter.read_text())["base_model_name_or_path"]
+
+
+def games_record(games: Iterable[tuple[GameSpec, str]]) -> list[dict[str, str]]:
+    """The ``games`` a checkpoint records: each (game, observation format it was read in; "" = the game's
+    own default) as its id with every option spelled out (``GameSpec.complete``) and the format resolved."""
+    record = []
+    for game, obs_format in games:
+        entry = {"game": game.complete().canonical, "obs_format": obs_format or game.registered.game.default_obs_format}
+        if entry not in record:
+            record.append(entry)
+    return record
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How one player reads a match: ``text``, what its seat is shown (``registry.SeatText``: text options
+    of the game and ``obs_format``; empty = the match's own text), and ``note``, one line when the match is
+    not the game it was trained on (other rules or payoff, a game it never trained, no record at all)."""
+
+    text: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
+
+
+class Trained:
+    """What a model directory's settings say it was trained on, and so how it reads a given match.
+
+    A game it trained on is shown in the text it trained on: that game's text options and observation
+    format, as recorded, whatever the match's text. The rules and payoff are always the match's; where they
+    differ from every variant of the game it trained on, ``note`` says which options and how. ``overrides``
+    (options written on the agent spec: ``hf:PATH#board=grid``, ``#obs_format=full``) win over the record for
+    every game that has that option. A checkpoint from before games were recorded reads each match as the
+    match writes it (its recorded ``obs_format`` aside), with a note saying it has no record."""
+
+    def __init__(self, settings: Mapping[str, Any], who: str, overrides: Mapping[str, Any] | None = None) -> None:
+        self.who, self.overrides = who, dict(overrides or {})
+        self.obs_format = settings.get("obs_format", "")  # the run's setting for every game ("" = each game's own)
+        self.checkpoint = settings.get("kind") in TRAINED_KINDS
+        self.games = [
+            (GameSpec.parse(entry["game"]), entry.get("obs_format", "")) for entry in settings.get("games") or ()
+        ]
+        self.recorded = "games" in settings
+
+    def kuhn_game(self) -> GameSpec:
+        """The single-hand Kuhn its policy is read on (exploitability): the Kuhn it trained on, one round."""
+        trained = next((spec for spec, _ in self.games if spec.env_id == "KuhnPoker-v0"), GameSpec("KuhnPoker-v0"))
+        return trained.with_options(rounds=1)
+
+    def reading(self, game: GameSpec) -> Reading:
+        """How this model reads ``game`` (see the class docstring)."""
+        own = [(spec, form) for spec, form in self.games if spec.env_id == game.env_id]
+        note = None
+        if own:
+            rules = game.rules()
+            spec, form = min(own, key=lambda entry: len(_differences(entry[0].rules(), rules)))
+            text = {**_text_of(spec), "obs_format": form}
+            if changed := _differences(spec.rules(), rules):
+                shown = ", ".join(f"{k}={_shown(a)} (trained {_shown(b)})" for k, a, b in changed)
+                note = f"{self.who} was trained on {spec.env_id} with other rules; it plays this match's: {shown}"
+        else:
+            text = {"obs_format": self.obs_format} if self.obs_format else {}
+            if self.recorded:
+                trained = ", ".join(dict.fromkeys(spec.env_id for spec, _ in self.games)) or "no game"
+                note = f"{self.who} was never trained on {game.env_id} (it trained on {trained}); it reads the "
+                note += "match's text"
+            elif self.checkpoint:
+                note = (
+                    f"{self.who} has no record of the games it was trained on (written before checkpoints kept "
+                    f"one): it reads {game.env_id} as the match writes it"
+                )
+        allowed = game.registered.text_kwargs
+        text.update((k, v) for k, v in self.overrides.items() if k in allowed)
+        return Reading({k: v for k, v in text.items() if v != ""}, note)
+
+
+def _text_of(spec: GameSpec) -> dict[str, Any]:
+    """Every text option of ``spec``, defaults filled in (a game trained in the default layout must be shown
+    that layout even when the match names another)."""
+    complete = spec.complete().options
+    return {k: complete[k] for k in spec.registered.game.text_options if k in complete}
+
+
+def _differences(trained: Mapping[str, Any], match: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(option, the match's value, the trained value) for each rules option that differs."""
+    return [(k, match.get(k), trained.get(k)) for k in sorted({*trained, *match}) if trained.get(k) != match.get(k)]
+
+
+def _shown(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

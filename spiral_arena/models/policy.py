@@ -10,6 +10,7 @@ from array import array
 from spiral_arena.models import Engine
 from spiral_arena.models.prompting import single_turn_prompt, stop_token_ids
 
+PROMPT_TEMPLATES = ("spiral", "bare")
 PROMPT_CACHE_TOKENS = 4_000_000  # prompt token ids a Policy keeps (16 MB as int32, plus the texts)
 
 
@@ -26,7 +27,7 @@ class Policy:
         stop_ids: list[int] | None = None,
         thinking: bool = True,
     ) -> None:
-        if template not in ("spiral", "bare"):
+        if template not in PROMPT_TEMPLATES:
             raise ValueError(f"prompt_template must be 'spiral' or 'bare', got {template!r}")
         self.engine, self.tokenizer, self.template = engine, tokenizer, template
         # Hybrid-thinking chat templates (Qwen3) read enable_thinking; False closes the thinking block

@@ -8,7 +8,10 @@ import gymnasium as gym
 
 from spiral_arena.agents import Agent, make_agent
 from spiral_arena.core.env import TextGameEnv
-from spiral_arena.registry import make
+from spiral_arena.play import Notes, seat_texts
+from spiral_arena.registry import ENV_KWARGS, GameSpec, make
+
+NOTES = Notes()  # what a checkpoint opponent says of a game it did not train on, once per process
 
 
 class OpponentEnv(gym.Env):
@@ -78,5 +81,19 @@ class OpponentEnv(gym.Env):
 def make_gym(
     env_id: str, opponent: str | Agent | None = "random", seat: int = 0, render_mode: str | None = None, **kwargs: Any
 ) -> OpponentEnv:
-    """``make(env_id, **kwargs)`` as a Gymnasium env with ``opponent`` in the other seat."""
-    return OpponentEnv(make(env_id, **kwargs), opponent=opponent, seat=seat, render_mode=render_mode)
+    """``make(env_id, **kwargs)`` as a Gymnasium env with ``opponent`` in the other seat; a checkpoint
+    opponent (``hf:PATH``) reads the game in the text it was trained on (``play.seat_texts``), the learner's
+    seat the text asked for here. A one-player game takes ``opponent=None``."""
+    return OpponentEnv(*seated(env_id, opponent, seat, **kwargs), seat=seat, render_mode=render_mode)
+
+
+def seated(env_id: str, opponent: str | Agent | None, seat: int, **kwargs: Any) -> tuple[TextGameEnv, Agent | None]:
+    """The env of ``env_id`` with ``kwargs`` (``make``'s) where every seat but ``seat`` reads the game as
+    ``opponent`` (built from its spec here) knows it, and that agent; its note, if any, is said once."""
+    agent = make_agent(opponent) if opponent is not None else None
+    if agent is None:
+        return make(env_id, **kwargs), None
+    game = GameSpec.parse(env_id).with_options(**{k: v for k, v in kwargs.items() if k not in ENV_KWARGS})
+    (text,) = seat_texts(game, [agent], NOTES)
+    seats = game.players
+    return make(env_id, seat_text=[{} if s == seat else text for s in range(seats)], **kwargs), agent
