@@ -25,6 +25,9 @@ from typing import Any
 
 DEFAULT_DB = "leaderboard.sqlite"
 DEFAULT_GAMES_PER_PAIR = 20
+# The default board (no subcommand: random, expert and local checkpoints, nothing that costs money) plays more:
+# a checkpoint that wins 57% of 5-round Kuhn games against random landed on either side of it at 20 per pair.
+DEFAULT_BOARD_GAMES_PER_PAIR = 100
 REPORT_KINDS = ("html", "png", "csv", "json")  # show's report files: --KIND PATH, written by report.write_KIND
 REASONING_HELP = (
     "an eval run directory (spiral-arena eval --output-dir), or a folder of them: adds a Reasoning column "
@@ -303,7 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         rated = store.load_games(conn, games, labels)
         if reference is not None:  # the pool's games and seeds only: no other game between these labels
             rated = [g for g in rated if (g.env_id, g.player0, g.player1, g.seed) in summary.keys]
-        standings = compute(rated, agents, **rating_options)
+        standings = compute(rated, agents, notes=store.load_notes(conn), **rating_options)
     finally:
         conn.close()
     standings.reasoning = reasoning
@@ -354,7 +357,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             stored = [r[0] for r in conn.execute("SELECT DISTINCT env_id FROM games ORDER BY env_id")]
             raise ValueError(f"no games of {args.game} in {args.db}; stored games: {', '.join(stored) or 'none'}")
         agents = store.load_agents(conn)
-        standings = compute(games, agents, **rating_options)
+        standings = compute(games, agents, notes=store.load_notes(conn), **rating_options)
     finally:
         conn.close()
     if args.reasoning is not None:
@@ -376,7 +379,8 @@ def main(args: argparse.Namespace) -> int:
     if command is None:
         parser = argparse.ArgumentParser()
         add_arguments(parser)
-        args = parser.parse_args(["run"] + ([] if reasoning is None else ["--reasoning", str(reasoning)]))
+        per_pair = ["--games-per-pair", str(DEFAULT_BOARD_GAMES_PER_PAIR)]
+        args = parser.parse_args(["run", *per_pair] + ([] if reasoning is None else ["--reasoning", str(reasoning)]))
     elif reasoning is not None:
         raise ValueError(f"give --reasoning after the subcommand: spiral-arena leaderboard {command} --reasoning DIR")
     try:

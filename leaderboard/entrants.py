@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from leaderboard.settings import ANCHOR
-from spiral_arena.agents import Agent, RandomAgent, make_agent, parse_spec, redacted, split_options
+from spiral_arena.agents import MODEL_KINDS, Agent, RandomAgent, make_agent, parse_spec, redacted, split_options
 from spiral_arena.analysis import KUHN_INFO_STATES
 from spiral_arena.llm import PROVIDERS
-from spiral_arena.models.checkpoints import SETTINGS_FILE
+from spiral_arena.models.checkpoints import READ_OPTIONS, SETTINGS_FILE, Trained, read_settings
+from spiral_arena.registry import GameSpec
 
 BUILTIN_SPECS = ("random", "expert")
 _NAME = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(?=[^=])")
@@ -134,6 +135,23 @@ def build_agent(entrant: Entrant, concurrency: int = 1) -> Agent:
     if parse_spec(entrant.spec).kind in PROVIDERS:
         kwargs = {"concurrency": concurrency, **kwargs}
     return make_agent(entrant.spec, **kwargs)
+
+
+def notes(entrants: Sequence[Entrant], env_ids: Sequence[str]) -> dict[tuple[str, str], str]:
+    """(label, env id) -> the one line saying how a checkpoint entrant's games of that id differ from what it
+    trained on (other rules, a game it never trained, no record: ``Trained.reading``), read from its
+    ``spiral_arena.json`` without loading the model; its own spec options (``#board=grid``) count."""
+    found = {}
+    for entrant in entrants:
+        parsed = parse_spec(entrant.spec)
+        if parsed.kind not in MODEL_KINDS:
+            continue
+        reads = {k: v for k, v in entrant.options if k in READ_OPTIONS}
+        trained = Trained(read_settings(parsed.target), entrant.label, reads)
+        for env_id in env_ids:
+            if (note := trained.reading(GameSpec.parse(env_id)).note) is not None:
+                found[(entrant.label, env_id)] = note
+    return found
 
 
 def kuhn_policy_of(agent: Agent) -> dict[str, float] | None:

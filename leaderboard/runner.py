@@ -37,13 +37,13 @@ from tqdm import tqdm
 
 import spiral_arena
 from leaderboard import store
-from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of
+from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of, notes
 from leaderboard.schedule import Job, check_games, schedule
 from spiral_arena.agents import Agent
 from spiral_arena.analysis import kuhn_exploitability
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Game, InFlight, Spent, check_concurrency, default_concurrency, own_copy
-from spiral_arena.play import GameRecord, game_moves
+from spiral_arena.play import GameRecord, Notes, game_moves, reading
 from spiral_arena.processes import ignore_sigint, sigint_held
 from spiral_arena.registry import GameSpec
 
@@ -151,6 +151,7 @@ class _Game(Game[store.GameRow]):
 
     job: Job = field(kw_only=True)
     env: TextGameEnv = field(kw_only=True)
+    kind: tuple = field(kw_only=True)  # game id and what each seat reads: the env's pool
 
 
 def _over(row: store.GameRow) -> Generator[tuple[int, str, dict[str, Any]], str, store.GameRow]:
@@ -171,7 +172,8 @@ class Player:
         self.concurrency = self.flight.concurrency
         self.recorded = set(store.load_agents(conn))
         self.agents: dict[str, Agent | Exception] = {}
-        self.envs: dict[str, list[TextGameEnv]] = {}
+        self.envs: dict[tuple, list[TextGameEnv]] = {}  # idle envs by game id and what each seat reads
+        self.texts: dict[tuple[str, str], dict[str, Any]] = {}  # (label, env id) -> what that seat reads
 
     def _agent(self, label: str) -> Agent | Exception:
         if label not in self.agents:
@@ -211,22 +213,33 @@ class Player:
         """The row of every job, each as its game ends, with up to ``concurrency`` games in flight; jobs
         are read only as games start, so a lazy iterable keeps feeding the waves."""
         for game in self.flight.play(self._start(job) for job in jobs):
-            self.envs[game.job.env_id].append(game.env)  # back in the pool
+            self.envs[game.kind].append(game.env)  # back in the pool
             yield _charged(game.result, game.spent)
 
+    def _text(self, label: str, agent: Agent | Exception, env_id: str) -> dict[str, Any]:
+        """What ``label``'s seat reads of ``env_id``: a checkpoint the text it trained on (``play.reading``;
+        its notes were said and stored by ``run``), any other agent the game's own."""
+        if (label, env_id) not in self.texts:
+            built = not isinstance(agent, Exception)
+            self.texts[(label, env_id)] = reading(agent, GameSpec.parse(env_id)).text if built else {}
+        return self.texts[(label, env_id)]
+
     def _start(self, job: Job) -> _Game:
-        """The game of ``job``, in an idle env, with its own copy of each seat's agent."""
+        """The game of ``job``, in an idle env where each seat reads its own text, with its own copy of
+        each seat's agent."""
         entrants = [self.entrants[label] for label in job.players]
         agents = [self._agent(label) for label in job.players]
-        idle = self.envs.setdefault(job.env_id, [])
-        env = idle.pop() if idle else spiral_arena.make(job.env_id)
+        texts = [self._text(label, agent, job.env_id) for label, agent in zip(job.players, agents, strict=True)]
+        kind = (job.env_id, *(tuple(sorted(text.items())) for text in texts))
+        idle = self.envs.setdefault(kind, [])
+        env = idle.pop() if idle else spiral_arena.make(job.env_id, seat_text=texts)
         broken = [seat for seat, agent in enumerate(agents) if isinstance(agent, Exception)]
         if broken:
             row = _unbuilt(env, job, entrants, broken[0], agents[broken[0]])
-            return _Game(_over(row), [], job=job, env=env)
+            return _Game(_over(row), [], job=job, env=env, kind=kind)
         seeds = [agent_seed(job.seed, seat, entrant.seed) for seat, entrant in enumerate(entrants)]
         own = [own_copy(agent, seed) for agent, seed in zip(agents, seeds, strict=True)]
-        return _Game(play_game(env, job, entrants), own, job=job, env=env)
+        return _Game(play_game(env, job, entrants), own, job=job, env=env, kind=kind)
 
 
 def _unbuilt(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], seat: int, exc: Exception) -> store.GameRow:
@@ -321,6 +334,13 @@ def run(
         # checked before (``stored_problems``), and again now: another run may have stored one of the labels since;
         # after this, ``store.record_agent`` checks each label where it first writes it
         store.check_labels(conn, {e.label: e.stored_spec for e in entrants})
+        # where a checkpoint plays other rules than it trained on (or a game it never trained): said once here,
+        # stored for the tables to mark (the games themselves show each checkpoint the text it trained on)
+        marked = notes(entrants, env_ids)
+        store.record_notes(conn, marked)
+        say = Notes(lambda line: tqdm.write(f"note: {line}", file=sys.stderr))
+        for line in marked.values():
+            say(line)
         if retry_errors:
             store.delete_errors(conn, [key for key in store.error_keys(conn, env_ids) if key in jobs])
         done = {key for key in store.stored_keys(conn, env_ids) if key in jobs}

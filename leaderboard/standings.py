@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import ClassVar
@@ -176,6 +176,7 @@ class AgentStanding:
     provisional: bool = False  # rated from too few games or with too wide an interval (never when unrated)
     anchor: bool = False  # the agent that fixes the scale: rated ELO_CENTRE by definition, with no interval
     usage: Usage | None = None  # API agents with usage recorded in this scope's finished games
+    note: str | None = None  # why this agent's games of this game id are marked (``compute``'s ``notes``)
 
     @property
     def score(self) -> float | None:
@@ -252,6 +253,7 @@ class SoloStanding:
     invalid_rate: float | None  # share of finished games the env ended on an invalid move
     errors: int
     usage: Usage | None = None
+    note: str | None = None  # as ``AgentStanding.note``
 
     @property
     def success_rate(self) -> float | None:
@@ -456,10 +458,13 @@ def compute(
     weighting: str = DEFAULT_WEIGHTING,
     min_games: int = MIN_GAMES,
     max_interval: float = MAX_INTERVAL,
+    notes: Mapping[tuple[str, str], str] | None = None,
 ) -> Standings:
     """Standings of every game id found in ``games`` (in order of appearance), and overall if there are
     several two-player games; single-player games come last, each in its own ``SoloScope``. ``weighting``
-    applies to the overall fit; ``min_games`` and ``max_interval`` mark provisional ratings."""
+    applies to the overall fit; ``min_games`` and ``max_interval`` mark provisional ratings. ``notes``
+    ((label, env id) -> why, as ``store.load_notes``) go on that agent's row of that game id's table only:
+    overall pools games whose rules differ, so one game's note would not describe it."""
     if not games:
         raise ValueError("no games stored yet; play some with: spiral-arena leaderboard run")
     if weighting not in WEIGHTINGS:
@@ -482,6 +487,10 @@ def compute(
         for row in scope.agents:
             row.provisional = is_provisional(row, min_games, max_interval)
     scopes += [_solo_scope(env_id, by_env[env_id]) for env_id in solo]
+    if notes:
+        for scope in (s for s in scopes if s.name != OVERALL):
+            for row in scope.agents:
+                row.note = notes.get((row.label, scope.name))
     errors = [g for g in games if g.error is not None]
     return Standings(
         scopes, errors, resamples, seed, min_games=min_games, max_interval=max_interval, weighting=weighting

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,11 +91,28 @@ def _add_usage(conn: sqlite3.Connection) -> None:
         conn.execute(f"ALTER TABLE games ADD COLUMN {column} {kind}")
 
 
+def _add_notes(conn: sqlite3.Connection) -> None:
+    """v5: why an agent's games of one env id are marked in the standings, one line per (label, env id): it
+    plays rules it was not trained on, or a game it never trained on, or it is a checkpoint without a record
+    of its training games. Written by the run that plays it; a later run replaces the line."""
+    conn.execute(
+        """CREATE TABLE notes (
+            label TEXT NOT NULL,
+            env_id TEXT NOT NULL,
+            note TEXT NOT NULL,
+            recorded_at TEXT NOT NULL,
+            package_version TEXT NOT NULL,
+            PRIMARY KEY (label, env_id)
+        )"""
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_v1,
     _add_specs_and_agents,
     _add_success,
     _add_usage,
+    _add_notes,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -487,3 +504,27 @@ class AgentRecord:
 def load_agents(conn: sqlite3.Connection) -> dict[str, AgentRecord]:
     rows = conn.execute("SELECT label, spec, kuhn_policy, kuhn_exploitability FROM agents")
     return {r[0]: AgentRecord(r[0], r[1], None if r[2] is None else json.loads(r[2]), r[3]) for r in rows}
+
+
+def record_notes(conn: sqlite3.Connection, notes: Mapping[tuple[str, str], str]) -> None:
+    """Store ``notes``, (label, env id) -> the line saying why that agent's games of that env id are marked,
+    in one transaction, replacing an earlier line of the same key; an empty mapping writes nothing."""
+    if not notes:
+        return
+    stamp, version = now(), spiral_arena.__version__
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.executemany(
+            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?)",
+            [(label, env_id, note, stamp, version) for (label, env_id), note in notes.items()],
+        )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def load_notes(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
+    """Every stored note by (label, env id). An older database read by ``open_readonly`` is migrated in
+    memory first, so it has the table, empty."""
+    return {(label, env_id): note for label, env_id, note in conn.execute("SELECT label, env_id, note FROM notes")}

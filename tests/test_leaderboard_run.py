@@ -250,11 +250,12 @@ def test_agent_errors_are_recorded_and_never_rated(tmp_path, flaky_server, monke
 
 
 def test_leaderboard_command_without_arguments(tmp_path, monkeypatch, capsys):
-    """The default: random and expert (no ./runs here) on the three training games, then the table."""
+    """The default: random and expert (no ./runs here) on the three training games, 100 games per pair, then
+    the table."""
     monkeypatch.chdir(tmp_path)
     assert cli_main(["leaderboard"]) == 0
     out = capsys.readouterr().out
-    assert "60 games scheduled: 0 already stored, 60 played" in out
+    assert "300 games scheduled: 0 already stored, 300 played" in out
     for title in ("Overall", "TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0"):
         assert title in out
     assert (tmp_path / "leaderboard.sqlite").is_file()

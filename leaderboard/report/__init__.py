@@ -13,6 +13,10 @@ agent, or the mean, at 1000), a provisional rating carries ``PROVISIONAL_MARK`` 
 plot, ``provisional`` in CSV and JSON) with a legend giving the rule, and the anchor's interval reads
 "anchor" rather than a zero-width interval.
 
+An agent whose games of one game id come with a note (``store.load_notes``: a checkpoint playing rules or a
+game it was not trained on) has ``NOTE_MARK`` after its name in that game's table, a line under the table
+giving the note, and the note in CSV and JSON (``note``); the plot marks its name.
+
 API agents' usage (tokens per game, latency per move) and, with prices, cost per game and rating per cent
 get columns only where some agent has such data: in the tables that hold it, and in CSV and JSON (as
 ``USAGE_COLUMNS`` and ``COST_COLUMNS``) when any table does; so tables of scripted agents look as before.
@@ -20,7 +24,14 @@ get columns only where some agent has such data: in the tables that hold it, and
 
 from __future__ import annotations
 
-from leaderboard.report.columns import ANCHOR_TEXT, PROVISIONAL_MARK, SUCCESS_HEADER, WEIGHTING_TEXT, agent_keys
+from leaderboard.report.columns import (
+    ANCHOR_TEXT,
+    NOTE_MARK,
+    PROVISIONAL_MARK,
+    SUCCESS_HEADER,
+    WEIGHTING_TEXT,
+    agent_keys,
+)
 from leaderboard.report.page import html_page, table_id, write_html
 from leaderboard.report.plot import NAME_LINES, NAME_WIDTH, png_bytes, png_figure, wrap_name, write_png
 from leaderboard.report.tabular import COST_COLUMNS, CSV_COLUMNS, USAGE_COLUMNS, to_json, write_csv, write_json
@@ -32,6 +43,7 @@ __all__ = [
     "CSV_COLUMNS",
     "NAME_LINES",
     "NAME_WIDTH",
+    "NOTE_MARK",
     "PROVISIONAL_MARK",
     "SUCCESS_HEADER",
     "USAGE_COLUMNS",

@@ -30,6 +30,7 @@ SUCCESS_HEADER = f"Success [{CONFIDENCE:.0%} CI]"
 SUCCESS_INTERVAL = f"{CONFIDENCE:.0%} Wilson score interval"
 ZERO = 1e-12  # smaller magnitudes are float noise around an exact 0 (the Nash expert's exploitability)
 PROVISIONAL_MARK = "*"
+NOTE_MARK = "\u2020"  # after the agent's name: its games of this table are marked (``AgentStanding.note``)
 ANCHOR_TEXT = "anchor"  # the anchor's interval cell: its rating is fixed, not estimated
 WEIGHTING_TEXT = {  # what each ``--weighting`` means, in the overall table's scale line
     "games": "every game counts once",
@@ -81,6 +82,17 @@ def provisional_legend(standings: Standings) -> str:
         f"{PROVISIONAL_MARK} provisional: fewer than {standings.min_games} games in that table, or a "
         f"{CONFIDENCE:.0%} interval wider than {num(standings.max_interval, 'g')} Elo points"
     )
+
+
+def agent_text(row: AgentStanding | SoloStanding) -> str:
+    """The Agent cell: the label, with ``NOTE_MARK`` when the row has a note."""
+    return row.label + (NOTE_MARK if row.note else "")
+
+
+def note_legend(scope: Scope | SoloScope) -> list[str]:
+    """One line per marked agent of ``scope`` (shown under its table): the mark and the note, which names
+    the agent (``models.checkpoints.Trained``), e.g. why a checkpoint plays rules it was not trained on."""
+    return [f"{NOTE_MARK} {row.note}" for row in scope.agents if row.note]
 
 
 def has_provisional(standings: Standings) -> bool:
@@ -220,7 +232,7 @@ def _solo_columns(reasoning: ReasoningColumn | None) -> list[Column]:
     """A single-player scope's columns: the success rate and its interval share a cell, sorted by the rate."""
     cols = [
         Column("#", "num", lambda k, r: k, lambda k, r: str(k)),
-        Column("Agent", "text", lambda k, r: r.label, lambda k, r: r.label),
+        Column("Agent", "text", lambda k, r: r.label, lambda k, r: agent_text(r)),
         Column("Games", "num", lambda k, r: r.games, lambda k, r: str(r.games)),
         Column("Successes", "num", lambda k, r: r.successes, lambda k, r: str(r.successes)),
         Column(SUCCESS_HEADER, "num", lambda k, r: r.success_rate, lambda k, r: _success_text(r)),
@@ -239,7 +251,7 @@ def table_columns(scope: Scope | SoloScope, reasoning: ReasoningColumn | None = 
         return cols if reasoning is None else [*cols, _reasoning_column(reasoning)]
     cols = [
         Column("#", "num", lambda k, r: k, lambda k, r: str(k)),
-        Column("Agent", "text", lambda k, r: r.label, lambda k, r: r.label),
+        Column("Agent", "text", lambda k, r: r.label, lambda k, r: agent_text(r)),
         Column("Rating", "num", lambda k, r: r.rating, lambda k, r: _rating_text(r)),
         Column("95% CI", "num", lambda k, r: r.low, lambda k, r: _interval(r)),
         Column("Games", "num", lambda k, r: r.games, lambda k, r: str(r.games)),

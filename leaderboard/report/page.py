@@ -22,6 +22,7 @@ from leaderboard.report.columns import (
     cost_legend,
     error_summary,
     has_provisional,
+    note_legend,
     num,
     provisional_legend,
     scale_note,
@@ -123,9 +124,10 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
             else f'<h3>Head to head</h3><div class="wide">{_matrix_table(scope, keys)}</div>'
         )
         scale = "" if isinstance(scope, SoloScope) else f'<p class="note scale">{html.escape(scale_note(scope))}</p>'
+        marked = "".join(f'<p class="note marked">{html.escape(line)}</p>' for line in note_legend(scope))
         sections.append(
             f'<section id="scope-{_slug(scope.name)}"><h2>{html.escape(scope_title(scope))}</h2>'
-            f'<div class="wide">{_standings_table(scope, standings.reasoning)}</div>{scale}{matrix}</section>'
+            f'<div class="wide">{_standings_table(scope, standings.reasoning)}</div>{scale}{marked}{matrix}</section>'
         )
     errors = ""
     if standings.errors:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from leaderboard.report.columns import SUCCESS_INTERVAL, Row, agent_keys, num
+from leaderboard.report.columns import NOTE_MARK, SUCCESS_INTERVAL, Row, agent_keys, num
 from leaderboard.standings import AgentStanding, Scope, SoloScope, Standings, score_matrix
 
 if TYPE_CHECKING:
@@ -84,7 +84,8 @@ def png_figure(standings: Standings) -> Figure:
     solo = [scope for scope in standings.scopes if isinstance(scope, SoloScope)]
     keys = agent_keys(standings)
     labels = list(keys)  # the first scope's rank order, then agents only later scopes have
-    names = [f"{wrap_name(label)}  [{keys[label]}]" for label in labels]
+    noted = {r.label for scope in standings.scopes for r in scope.agents if r.note}  # marked in some table
+    names = [f"{wrap_name(label)}{NOTE_MARK if label in noted else ''}  [{keys[label]}]" for label in labels]
     n = len(labels)
     name_lines = max(name.count("\n") + 1 for name in names)
     row_height = max(0.42, 0.16 * name_lines + 0.18, 3.2 / n)  # inches; a small field gets a readable matrix

@@ -29,7 +29,7 @@ CSV_COLUMNS = (
     "scope", "rank", "agent", "rating", "ci_low", "ci_high", "games", "wins", "draws", "losses", "score",
     "mean_payoff", "payoff_unit", "invalid_rate", "errors", "exploitability",
     "successes", "success_rate", "success_ci_low", "success_ci_high", "mean_turns",
-    "reasoning", "reasoning_ci_low", "reasoning_ci_high", "provisional", "anchor",
+    "reasoning", "reasoning_ci_low", "reasoning_ci_high", "note", "provisional", "anchor",
 )  # fmt: skip
 USAGE_COLUMNS = (
     "api_games", "api_moves", "token_games", "prompt_tokens_per_game", "completion_tokens_per_game",
@@ -66,6 +66,7 @@ def _record(
         games=row.games,
         invalid_rate=row.invalid_rate,
         errors=row.errors,
+        note=row.note,
         reasoning=None if score is None else score.value,
         reasoning_ci_low=None if score is None else score.low,
         reasoning_ci_high=None if score is None else score.high,

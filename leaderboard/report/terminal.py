@@ -10,6 +10,7 @@ from leaderboard.report.columns import (
     cost_legend,
     error_summary,
     has_provisional,
+    note_legend,
     provisional_legend,
     scale_note,
     scope_title,
@@ -36,6 +37,8 @@ def print_tables(standings: Standings, console: Console | None = None) -> None:
         console.print(table)
         if isinstance(scope, Scope):  # a line of its own: a caption would wrap at the table's width
             console.print(scale_note(scope), markup=False, highlight=False)
+        for line in note_legend(scope):
+            console.print(line, markup=False, highlight=False)
     if has_provisional(standings):
         console.print(provisional_legend(standings), markup=False, highlight=False)
     for line in cost_legend(standings):
