@@ -167,3 +167,25 @@ def test_logprobs_match_a_full_forward_pass(tok, untrained, temperature):
             logits = untrained(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
             expected = torch.log_softmax(logits / temperature, dim=-1).gather(1, ids[0, len(prompt) :, None])
             assert completion.logprobs == pytest.approx(expected.squeeze(1).tolist(), abs=1e-4)
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.7])
+def test_draws_follow_the_tempered_and_cut_distribution(top_p):
+    """The sampler draws each token with its probability (after temperature and top-p): 20,000 draws from one
+    row agree with it within a chi-square bound, and a token top-p cuts is never drawn."""
+    import torch
+
+    from spiral_arena.models.hf import sample
+
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -30.0]]).repeat(20_000, 1)
+    token, logp = sample(logits, 0.8, top_p, torch.Generator().manual_seed(0))
+    counts = torch.bincount(token, minlength=6).double()
+    probs = torch.softmax(logits[0] / 0.8, dim=-1).double()
+    if top_p < 1.0:  # the nucleus: the most likely tokens whose mass before them is under top_p
+        keep = torch.cumsum(probs, 0) - probs <= top_p
+        probs = torch.where(keep, probs, 0.0) / probs[keep].sum()
+    seen = probs > 0
+    assert counts[~seen].sum() == 0
+    chi2 = (((counts - 20_000 * probs) ** 2)[seen] / (20_000 * probs[seen])).sum()
+    assert chi2 < 20  # 5 degrees of freedom at most: p < 0.002 above this
+    assert torch.allclose(logp.exp().double(), probs[token], atol=1e-6)  # each draw's log-prob is its own

@@ -52,7 +52,8 @@ def update(
         return {}
     by_tokens = config.aggregation == "token_mean"
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    groups = merge_duplicates(turns)
+    # rows of like length share a micro-batch: less padding (a seventh of the tiny recipe's update), the same sums
+    groups = sorted(merge_duplicates(turns), key=lambda g: len(g[0].prompt_ids) + len(g[0].response_ids))
     batches = [groups[i : i + config.micro_batch] for i in range(0, len(groups), config.micro_batch)]
     sharded, placeholder = is_sharded(model), None
     if sharded:  # every forward/backward is a collective: all ranks run as many micro-batches
