@@ -31,7 +31,7 @@ def small_model():
     return model
 
 
-GAMES = TrainConfig.build({}).games.split(",")  # the tiny recipe's two games: the turns' labels
+GAMES = TrainConfig.build({}).games.split(",")[:2]  # two of the tiny recipe's games: the turns' labels
 
 
 def duplicated_turns() -> list[Turn]:
@@ -123,6 +123,7 @@ def test_merged_update_is_the_unmerged_update(
             p.add_(0.05 * torch.randn_like(p))
     config = TrainConfig.build(
         {
+            "games": ",".join(GAMES),
             "loss": loss,
             "aggregation": how,
             "epochs": 1,

@@ -16,6 +16,7 @@ pytest.importorskip("transformers")
 from conftest import cli_flags  # noqa: E402
 
 from spiral_arena.models import Sampling  # noqa: E402
+from spiral_arena.models.checkpoints import SETTINGS_FILE  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import train  # noqa: E402
 
@@ -32,6 +33,8 @@ SMALL = {
     "eval_opponents": "random,expert",
     "time_limit_s": 0,
     "save_every": 2,
+    "opponent_pool": 1,  # one snapshot, refreshed at every checkpoint: resuming replays the pool exactly
+    "pool_every": 2,
     "micro_batch": 8,
     "eval_tactics": False,  # the TicTacToe read-out (seconds an evaluation) is tested in test_ttt_tactics.py
 }
@@ -161,6 +164,21 @@ def test_checkpoint_plays_as_an_hf_agent(finished_run):
     assert len(policy) == 12 and all(0 <= p <= 1 for p in policy.values())
 
 
+def test_the_leaderboard_reads_the_exploitability_the_run_reported(finished_run):
+    """Train, then rank: the leaderboard's exploitability column for a checkpoint is read on the Kuhn it trained
+    on, at its recorded temperature: the run's own final number "at the evaluation temperature"."""
+    from leaderboard.entrants import kuhn_policy_of
+    from spiral_arena.agents import make_agent
+    from spiral_arena.analysis import kuhn_exploitability
+
+    final = rows(finished_run)[-1]
+    step = finished_run / "checkpoints" / f"step_{final['step']:06d}"
+    agent = make_agent(f"hf:{step}")
+    assert agent.trained.kuhn_game().canonical == "KuhnPoker-v0:ante=1;first_player=0;reward=chips;rounds=1"
+    column = kuhn_exploitability(kuhn_policy_of(agent))
+    assert column == pytest.approx(final["eval/kuhn_exploitability_at_eval_t"], abs=1e-6)
+
+
 def test_resume_continues_exactly(finished_run, tmp_path):
     """Crash after the step-2 checkpoint, resume: the same metrics and weights as never stopping."""
     out = tmp_path / "resumed"
@@ -172,6 +190,14 @@ def test_resume_continues_exactly(finished_run, tmp_path):
     assert [stable(r) for r in rows(out)] == [stable(r) for r in rows(finished_run)]
     a, b = weights(finished_run / "checkpoints" / "step_000004"), weights(out / "checkpoints" / "step_000004")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # the resumed run's checkpoint records the same games, read the same way, as the first run's
+    for step in ("step_000002", "step_000004"):
+        settings = [json.loads((run / "checkpoints" / step / SETTINGS_FILE).read_text()) for run in (finished_run, out)]
+        first, resumed = settings
+        assert first["games"] == resumed["games"] and first["games"]
+    recipe = TrainConfig.build({}).games.split(",")
+    assert [g["game"].split(":")[0] for g in first["games"]] == [g.split(":")[0] for g in recipe]
+    assert {g["obs_format"] for g in first["games"]} == {"last"}
 
 
 def test_checkpoints_keep_the_models_own_pad_id(finished_run):

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from spiral_arena.models import Sampling
-from spiral_arena.models.checkpoints import SETTINGS_FILE
+from spiral_arena.models.checkpoints import SETTINGS_FILE, games_record
+from spiral_arena.registry import GameSpec
 
 STATE_FILE = "trainer_state.pt"
 
@@ -68,6 +69,11 @@ def save(
         "prompt_template": config.get("prompt_template", "spiral"),
         "obs_format": config.get("obs_format", ""),
         "thinking": config.get("thinking", True),
+        # the games it trained on, each with every option and the format it read them in: whoever plays it
+        # shows it a match in that text (spiral_arena.models.checkpoints.Trained)
+        "games": games_record(
+            (GameSpec.parse(game), config.get("obs_format", "")) for game in config.get("games", "").split(",") if game
+        ),
         "base_model": extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
         # how the run evaluated it: hf:/vllm:PATH play with these unless told otherwise, so a checkpoint
         # plays as well as the run's own evaluation said

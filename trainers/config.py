@@ -214,6 +214,10 @@ class TrainConfig:
     trains on): random legal play by default; the tiny recipe uses position-dependent random play
     (``random#per_state=true``: no strategy, but imitating it means reading the card), the tiny 20
     Questions recipe a weak questioner (``expert#guess_prob=0.3``)."""
+    sft_games: str = ""
+    """Comma-separated env ids the warm start plays (equally often) and the tiny tokenizer is trained on;
+    empty = the training games, in their proportions. Games the policy is evaluated on but never trained
+    by RL (the out-of-domain games of benchmarks/generalisation.py) are here, so it can read them at all."""
     sft_naming: float = 0.0
     """Twenty Questions: at this share of the questioner's turns, the warm start also trains the noun a
     naming question would pick there (one that fits every answer so far, uniformly; the question's

@@ -22,12 +22,15 @@ from spiral_arena.evals.metrics import benchmark_metrics
 from spiral_arena.models import Sampling
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.scoring import answer_scorer
-from spiral_arena.play import play_games
+from spiral_arena.play import Notes, play_games
 from spiral_arena.registry import GameSpec
 from trainers.config import TrainConfig
 from trainers.rollout import GameResult, collect
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
+# what a training process says once of a checkpoint opponent (--opponent, --eval-opponents hf:PATH) that plays
+# rules it did not train on: one line on stderr, the first time, not at every evaluation
+NOTES = Notes()
 OUTCOMES = ("win", "draw", "loss", "invalid")
 
 
@@ -117,6 +120,7 @@ def play_against(
                 env_options=env_options,
                 rotate_seats=True,
                 max_moves=generation["max_game_actions"],
+                notes=NOTES,
             ):
                 my_name = record.players[i % 2]  # rotate_seats: the learner sits in seat i mod 2
                 winner = record.outcome.get("winner")
@@ -216,15 +220,18 @@ def verdict_share(results: list[GameResult], verdict: str) -> float:
     return sum(v == verdict for v in verdicts) / max(1, len(verdicts))
 
 
-def kuhn_metrics(model, policy: Policy, obs_format: str = "", temperature: float = 1.0) -> dict[str, float]:
+def kuhn_metrics(
+    model, policy: Policy, obs_format: str = "", temperature: float = 1.0, game: str = "KuhnPoker-v0"
+) -> dict[str, float]:
     """Exact exploitability of the single-hand policy read off the model at temperature 1 (SPIRAL's
     read-out, ``eval/kuhn_exploitability``) and, when it differs, at ``temperature``, the way the
-    evaluation samples it (``eval/kuhn_exploitability_at_eval_t``)."""
-    probs, invalid_mass = kuhn_policy_from_scores(answer_scorer(model, policy), obs_format)
+    evaluation samples it (``eval/kuhn_exploitability_at_eval_t``, what an ``hf:`` agent of the checkpoint
+    plays and the leaderboard reads), on the text of ``game`` (the Kuhn the run trains)."""
+    probs, invalid_mass = kuhn_policy_from_scores(answer_scorer(model, policy), obs_format, game)
     out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
     out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
     if temperature != 1.0:
-        sampled, _ = kuhn_policy_from_scores(answer_scorer(model, policy, temperature), obs_format)
+        sampled, _ = kuhn_policy_from_scores(answer_scorer(model, policy, temperature), obs_format, game)
         out["eval/kuhn_exploitability_at_eval_t"] = kuhn_exploitability(sampled)
     return out
 
@@ -240,11 +247,15 @@ def tictactoe_metrics(
     return {f"eval/ttt_{name}": tactics[name] for name in ("takes_win", "blocks", "invalid_mass")}
 
 
-# The tiny recipe's targets, as the README states them: (metric, at most or at least, threshold, name).
+# The tiny recipe's targets, as the README states them: (metric, at most or at least, threshold, name). The
+# negotiation ones are halfway from random to the expert (docs/results/learning.md; 1,000 games per seat):
+# against random, the expert wins 82.5% and random 9.8%; against the expert, random wins or draws 17.5%.
 TARGETS = (
     ("kuhn_exploitability", "max", 0.20, "Kuhn single-hand exploitability <= 0.20"),
     ("tictactoe_vs_random", "min", 0.85, "TicTacToe win-or-draw vs random >= 0.85"),
-    ("invalid", "max", 0.01, "invalid answers <= 1%"),
+    ("negotiation_wins_vs_random", "min", 0.46, "SimpleNegotiation wins vs random >= 0.46"),
+    ("negotiation_vs_expert", "min", 0.59, "SimpleNegotiation win-or-draw vs expert >= 0.59"),
+    ("invalid", "max", 0.01, "invalid answers <= 1% in every game"),
 )
 
 
@@ -261,23 +272,29 @@ def match_table(scores: dict[str, float]) -> dict[str, dict[str, dict[str, float
 
 
 def headline(scores: dict[str, float], trained: list[str]) -> dict[str, float]:
-    """The numbers the targets read: exploitability, TicTacToe win-or-draw vs random, and the
-    invalid rate over the trained games' matches."""
+    """The numbers the targets read: exploitability, TicTacToe win-or-draw vs random, SimpleNegotiation wins
+    vs random (a draw is a deal not made, not a result) and win-or-draw vs the expert, and the invalid rate of
+    the worst trained game (each game's over its matches against every opponent)."""
     table = match_table(scores)
     out = {}
     if "eval/kuhn_exploitability" in scores:
         out["kuhn_exploitability"] = scores["eval/kuhn_exploitability"]
     for game, rows in table.items():
-        if GameSpec.parse(game).env_id == "TicTacToe-v0" and "random" in rows:
+        env_id = GameSpec.parse(game).env_id
+        if env_id == "TicTacToe-v0" and "random" in rows:
             out["tictactoe_vs_random"] = rows["random"].get("win", 0.0) + rows["random"].get("draw", 0.0)
-    invalid = [r["invalid"] for g in trained if g in table for r in table[g].values() if "invalid" in r]
-    if invalid:
-        out["invalid"] = sum(invalid) / len(invalid)
+        if env_id == "SimpleNegotiation-v0" and "random" in rows:
+            out["negotiation_wins_vs_random"] = rows["random"].get("win", 0.0)
+        if env_id == "SimpleNegotiation-v0" and "expert" in rows:
+            out["negotiation_vs_expert"] = rows["expert"].get("win", 0.0) + rows["expert"].get("draw", 0.0)
+    invalid = [[r["invalid"] for r in table[g].values() if "invalid" in r] for g in trained if g in table]
+    if any(invalid):
+        out["invalid"] = max(sum(rates) / len(rates) for rates in invalid if rates)
     return out
 
 
 def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
-    """One quiet line per evaluation: exploitability, then win-or-draw of each trained game per
+    """One quiet line per evaluation: exploitability, then win/draw/loss of each trained game per
     opponent (the out-of-domain games are in metrics.jsonl and the final summary)."""
     parts = []
     if "eval/kuhn_exploitability" in scores:
@@ -287,14 +304,19 @@ def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
     for game, rows in match_table(scores).items():
         if game not in trained and "solo" not in rows:  # held-out secrets count, other games wait for the end
             continue
-        shown = ", ".join(f"{o} {r.get('win', 0) + r.get('draw', 0):.2f}" for o, r in rows.items())
+        shown = ", ".join(f"{o} {_wdl(r)}" for o, r in rows.items())
         invalid = max(r.get("invalid", 0.0) for r in rows.values())
-        parts.append(f"{game.split('-v')[0]} W+D {shown}" + (f" (invalid {invalid:.0%})" if invalid else ""))
+        parts.append(f"{game.split('-v')[0]} W/D/L {shown}" + (f" (invalid {invalid:.0%})" if invalid else ""))
     return f"step {step:>4} eval: " + " | ".join(parts)
 
 
+def _wdl(rates: dict[str, float]) -> str:
+    """Win, draw and loss rates as ``0.62/0.30/0.08`` (a draw in SimpleNegotiation is a deal not made)."""
+    return "/".join(f"{rates.get(outcome, 0.0):.2f}" for outcome in ("win", "draw", "loss"))
+
+
 def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any, trained: list[str]) -> str:
-    """The closing table: win-or-draw and loss per game and opponent (``trained``: the training games'
+    """The closing table: win, draw and loss per game and opponent (``trained``: the training games'
     labels; others are out-of-domain or held out), exploitability, invalid rate, time, and which README
     targets (tiny recipe) are met."""
     table = match_table(scores)
@@ -306,16 +328,11 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
         f"temperature {config.eval_temperature:g}, {config.eval_games} games per seat and opponent):"
     ]
     if table:
-        lines.append(f"  {'game':<{width}}" + "".join(f"  {'W+D / L vs ' + o:>22}" for o in opponents) + "  invalid")
+        lines.append(f"  {'game':<{width}}" + "".join(f"  {'W/D/L vs ' + o:>22}" for o in opponents) + "  invalid")
         for game, rows in table.items():
             held_out = "(held-out secrets)" if "solo" in rows else "(out-of-domain)"
             name = game if game in trained else f"{game} {held_out}"
-            cells = "".join(
-                f"  {rows[o].get('win', 0) + rows[o].get('draw', 0):>15.2f} / {rows[o].get('loss', 0):.2f}"
-                if o in rows
-                else f"  {'-':>22}"
-                for o in opponents
-            )
+            cells = "".join(f"  {_wdl(rows[o]) if o in rows else '-':>22}" for o in opponents)
             invalid = max(r.get("invalid", 0.0) for r in rows.values())
             lines.append(f"  {name:<{width}}{cells}  {invalid:>6.1%}")
     numbers = headline(scores, trained)
@@ -366,10 +383,10 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
             max_game_actions=config.max_game_actions,
             obs_format=config.obs_format,
         )
-    kuhn_rounds = [{**s.registered.options, **s.options}["rounds"] for s in specs if s.env_id == "KuhnPoker-v0"]
-    if kuhn_rounds:  # read on single hands whatever the run trains on; the rounds trained are logged beside it
-        metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature))
-        metrics["eval/kuhn_trained_rounds"] = max(kuhn_rounds)
+    kuhn = [s for s in specs if s.env_id == "KuhnPoker-v0"]
+    if kuhn:  # read on single hands of the Kuhn it trains; the rounds trained are logged beside it
+        metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature, kuhn[0].canonical))
+        metrics["eval/kuhn_trained_rounds"] = max(s.complete().options["rounds"] for s in kuhn)
     tictactoe = next((s for s in specs if s.env_id == "TicTacToe-v0"), None)
     if config.eval_tactics and tictactoe is not None:
         read = tictactoe_metrics(model, policy, config.obs_format, config.eval_temperature, tictactoe.canonical)

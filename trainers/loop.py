@@ -29,17 +29,25 @@ import torch
 from spiral_arena.agents import make_agent
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
+from spiral_arena.play import reading
 from trainers import checkpoint
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, gather_states, optimizer_loader, select_device, shard
-from trainers.evaluate import eval_line, evaluate, final_summary, reasoning
+from trainers.evaluate import NOTES, eval_line, evaluate, final_summary, reasoning
 from trainers.groups import group_advantages
 from trainers.learner import autocast, lr_factor, update
 from trainers.metrics import MetricsLog, progress_bar, rollout_metrics
 from trainers.pool import OpponentPool
 from trainers.rae import RAE, state_advantages
 from trainers.rollout import EnvPool, collect, parse_mixture
-from trainers.setup import base_model_path, load_model, load_reference, make_engine, tiny_model_dir
+from trainers.setup import (
+    base_model_path,
+    load_model,
+    load_reference,
+    make_engine,
+    tiny_model_dir,
+    warm_start_games,
+)
 from trainers.sft import play_transcripts, sft, sft_games
 
 logger = logging.getLogger(__name__)
@@ -84,6 +92,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     policy = Policy(engine, tokenizer, config.prompt_template, stops, thinking=config.thinking)
     envs = EnvPool()
     opponent = None if config.opponent == "self" else make_agent(config.opponent)
+    if opponent is not None and ddp.main:  # a checkpoint opponent reads each game as it trained (rollout.EnvPool)
+        for spec in specs:
+            NOTES(reading(opponent, spec).note)
     log = MetricsLog(
         run_dir,
         resume_step=None if previous is None else int(previous.name.split("_")[1]),
@@ -96,9 +107,10 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     warm_dir = run_dir / "warm_start"
     start_row: dict[str, Any] = {"step": 0}  # step 0: the warm start's loss and evaluation
     if previous is None and config.sft_steps > 0:
+        played, mixture = warm_start_games(config)
         records = list(
             play_transcripts(
-                config.sft_agent, specs, weights, sft_games(config), config.seed, config.obs_format, config.sft_naming
+                config.sft_agent, played, mixture, sft_games(config), config.seed, config.obs_format, config.sft_naming
             )
         )
         losses = sft(
@@ -144,14 +156,26 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     rae = RAE(config.rae_decay)
     start = 0
     if previous is not None:
-        start = checkpoint.load_state(
+        state = checkpoint.load_state(
             previous, optimizer_loader(model, optimizer), scheduler, rae, shard_rngs, learner_rng
-        )["step"]
+        )
+        start = state["step"]
+        if pool is not None and "pool_rng" in state["extra"]:
+            pool.rng.bit_generator.state = state["extra"]["pool_rng"]
 
     if previous is not None and ddp.main:
         print(f"resumed {run_dir} at step {start} of {config.steps} (from {previous.name})")
+        if pool is not None and (config.opponent_pool > 1 or start % config.pool_every):
+            print(
+                "WARNING: the opponent pool restarts from the resumed policy alone, so this run will not replay "
+                f"the uninterrupted one exactly (it does with opponent_pool 1 and checkpoints every multiple of "
+                f"pool_every={config.pool_every})",
+                file=sys.stderr,
+            )
     if pool is not None:
-        pool.add(model, start)  # the warm start (or the resumed policy) is the first snapshot
+        # the warm start, or on resume the resumed policy: with one snapshot, taken at this very step, the
+        # pool the uninterrupted run held here
+        pool.add(model, start)
 
     started = time.monotonic()
     bar = progress_bar(config, start, progress and ddp.main)
@@ -290,7 +314,11 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     rae,
                     {s: st for part in states for s, st in part.items()},
                     learner_rng,
-                    {"config": asdict(config), "base_model": base_model_path(config, run_dir)},
+                    {
+                        "config": asdict(config),
+                        "base_model": base_model_path(config, run_dir),
+                        **({"pool_rng": pool.rng.bit_generator.state} if pool is not None else {}),
+                    },
                     model_state,
                 )
         ddp.barrier()

@@ -8,6 +8,7 @@ opponent is a fixed agent, answer through ``act_batch``. Finished games turn int
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +17,8 @@ import numpy as np
 from spiral_arena.core.actions import extract_answer
 from spiral_arena.models import Sampling
 from spiral_arena.models.policy import Policy
-from spiral_arena.play import GameRecord, read_end
-from spiral_arena.registry import GameSpec
+from spiral_arena.play import GameRecord, read_end, reading
+from spiral_arena.registry import GameSpec, SeatText
 
 
 @dataclass
@@ -71,19 +72,25 @@ def parse_mixture(games: str, weights: str) -> tuple[list[GameSpec], np.ndarray]
 
 class EnvPool:
     """Envs of finished games, handed out again: ``reset()`` clears everything, and building an env
-    costs more than playing a game of Kuhn."""
+    costs more than playing a game of Kuhn. ``seat_text``: what each seat reads when a fixed opponent (a
+    checkpoint) reads the game in the text it trained on (``registry.make``); the policy's seats read the
+    run's own."""
 
     def __init__(self) -> None:
-        self.spare: dict[tuple[str, str], list[Any]] = {}
+        self.spare: dict[tuple, list[Any]] = {}
 
-    def take(self, spec: GameSpec, obs_format: str) -> Any:
-        spare = self.spare.get((spec.label, obs_format))
+    @staticmethod
+    def _key(spec: GameSpec, obs_format: str, seat_text: Sequence[SeatText]) -> tuple:
+        return spec.label, obs_format, tuple(tuple(sorted(text.items())) for text in seat_text)
+
+    def take(self, spec: GameSpec, obs_format: str, seat_text: Sequence[SeatText] = ()) -> Any:
+        spare = self.spare.get(self._key(spec, obs_format, seat_text))
         if spare:
             return spare.pop()
-        return spec.make(**({"obs_format": obs_format} if obs_format else {}))
+        return spec.make(**({"obs_format": obs_format} if obs_format else {}), seat_text=seat_text)
 
-    def give(self, spec: GameSpec, obs_format: str, env: Any) -> None:
-        self.spare.setdefault((spec.label, obs_format), []).append(env)
+    def give(self, spec: GameSpec, obs_format: str, env: Any, seat_text: Sequence[SeatText] = ()) -> None:
+        self.spare.setdefault(self._key(spec, obs_format, seat_text), []).append(env)
 
 
 @dataclass
@@ -93,6 +100,7 @@ class _Slot:
     policy_seats: tuple[int, ...]
     seed: int
     opponent: Any = None  # what holds the other seats (an agent or a frozen snapshot); None = self-play
+    seat_text: tuple[SeatText, ...] = ()  # what each seat reads, when the opponent reads its own text
     turns: list[Turn] = field(default_factory=list)
     penalties: list[float] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
@@ -148,12 +156,14 @@ def collect(
             seed = int(rng.integers(2**31)) if group_seeds is None else group_seeds[games_started // group_size]
             group = (spec, seed)
         spec, seed = group
-        env = pool.take(spec, obs_format)
-        env.reset(seed=seed)
-        n = len(env.possible_agents)
+        n = spec.players
         against = opponent if opponent is not None or snapshots is None or n == 1 else snapshots.draw(rng)
         seats = tuple(range(n)) if against is None else (games_started % n,)
-        slots.append(_Slot(env, spec, seats, seed, against))
+        text = reading(against, spec).text if against is not None else {}
+        seat_text = tuple({} if seat in seats else text for seat in range(n)) if text else ()
+        env = pool.take(spec, obs_format, seat_text)
+        env.reset(seed=seed)
+        slots.append(_Slot(env, spec, seats, seed, against, seat_text))
         games_started += 1
 
     while True:
@@ -208,7 +218,7 @@ def collect(
         for slot in [s for s in slots if _done(s) or len(s.moves) >= max_game_actions]:
             slots.remove(slot)
             result = _finish(slot, invalid_penalty, invalid_opponent_reward, truncated=not _done(slot))
-            pool.give(slot.spec, obs_format, slot.env)
+            pool.give(slot.spec, obs_format, slot.env, slot.seat_text)
             results.append(result)
             finished_turns += len(result.turns)
             turns_per_game = 0.8 * turns_per_game + 0.2 * max(1, len(result.turns))

@@ -6,10 +6,12 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from spiral_arena.models import loading
 from spiral_arena.models.checkpoints import ADAPTER_FILE
+from spiral_arena.registry import GameSpec
 from trainers.config import TrainConfig
 from trainers.rollout import parse_mixture
 
@@ -22,10 +24,18 @@ def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
     if not path.exists():
         # the text the model will meet: each game with its options (a board layout, a closed world), except
         # games that ask an outside model (the corpus is played here, offline), which give their plain text
-        specs = parse_mixture(config.games, config.game_weights)[0]
+        specs = warm_start_games(config)[0]
         env_ids = [s.canonical if s.make().game.deterministic else s.env_id for s in specs]
         create_tiny(path, env_ids, seed=config.seed, agent=config.sft_agent)
     return path
+
+
+def warm_start_games(config: TrainConfig) -> tuple[list[GameSpec], np.ndarray]:
+    """The games the warm start plays and their weights: ``sft_games`` equally, else the training mixture."""
+    if config.sft_games:
+        specs = parse_mixture(config.sft_games, "")[0]
+        return specs, np.full(len(specs), 1.0 / len(specs))
+    return parse_mixture(config.games, config.game_weights)
 
 
 def load_model(config: TrainConfig, run_dir: Path, previous: Path | None, device):

@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from spiral_arena import make
 from spiral_arena.agents import make_agent
 from spiral_arena.agents.experts.twenty_questions import candidates
 from spiral_arena.analysis.read_policy import answer_text
-from spiral_arena.models.checkpoints import SETTINGS_FILE
+from spiral_arena.models.checkpoints import SETTINGS_FILE, games_record
 from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
+from spiral_arena.play import Notes, seat_texts
 from spiral_arena.registry import GameSpec
 from trainers.belief import probe_pieces
 from trainers.config import TrainConfig
@@ -42,16 +42,19 @@ def play_transcripts(
 
     ``naming``: at this share of Twenty Questions turns, also a record of the noun a naming question
     would pick (a noun that fits every answer so far, uniformly), with the question's opening as
-    context: the world's knowledge, trained apart from the agent's choice of when to name."""
+    context: the world's knowledge, trained apart from the agent's choice of when to name. A checkpoint
+    agent (``hf:PATH``) reads each game in the text it was trained on, and its records hold that text.
+    Each record says its game and the observation format of its prompt."""
     rng = np.random.default_rng(seed)
     naming_rng = np.random.default_rng([seed, 1])  # its own stream: the games do not change with it
     agent = make_agent(agent_spec)
     if hasattr(agent, "reset"):
         agent.reset(seed=seed)
     kwargs = {"obs_format": obs_format} if obs_format else {}
+    notes = Notes()
     for _ in range(games):
         spec = specs[int(rng.choice(len(specs), p=weights))]
-        env = make(spec.env_id, **spec.options, **kwargs)
+        env = spec.make(**kwargs, seat_text=seat_texts(spec, [agent] * spec.players, notes))
         env.reset(seed=int(rng.integers(2**31)))
         for name in env.agent_iter():
             obs, _, term, trunc, info = env.last()
@@ -67,6 +70,7 @@ def play_transcripts(
             action = agent.act(obs, info)
             yield {
                 "game": spec.label,
+                "obs_format": env.obs_formats[role],
                 "role": role,
                 "prompt": obs,
                 "response": answer_text(action),
@@ -189,6 +193,7 @@ def run_sft(
     print(f"SFT: {steps} steps of {min(batch, len(records))} examples from {len(records)} in {data}")
     losses = sft(net, policy, records, steps, batch, lr, seed, progress=True)
     print(f"SFT loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    read_games = dict.fromkeys((r.get("game", "KuhnPoker-v0"), r.get("obs_format", "")) for r in records)
     final = output_dir / "model"
     net.save_pretrained(final)
     tokenizer.save_pretrained(final)
@@ -199,6 +204,9 @@ def run_sft(
                 "prompt_template": prompt_template,
                 "obs_format": "",
                 "thinking": True,
+                # the games of its records, as each was read (records written before they said their
+                # observation format count as the game's default)
+                "games": games_record((GameSpec.parse(game), form) for game, form in read_games),
                 "loss_first": losses[0],
                 "loss_last": losses[-1],
             }

@@ -330,7 +330,7 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
     """Checks that read other fields or the outside world; fields already reported are skipped."""
     found: list[tuple[str, str]] = []
     obs_format = config.obs_format if "obs_format" not in bad else ""
-    for name in ("games", "eval_env_ids"):
+    for name in ("games", "eval_env_ids", "sft_games"):
         if name not in bad:
             found += [(name, problem) for problem in _game_problems(getattr(config, name), obs_format)]
     if not bad & {"games", "game_weights"} and config.game_weights:
