@@ -3,10 +3,12 @@
 Runs ``spiral-arena train`` (the embedded CPU recipe) for each variant and seed, one run at a time
 in a fresh process (so runs do not share threads or caches), then prints per evaluation step the
 mean and min/max over seeds of: Kuhn single-hand exploitability, TicTacToe win-or-draw against the
-random agent, and the invalid-answer rate (over the trained games' matches against every evaluation
-opponent: the numbers the run's own final table checks); and a final table (final policy, not a peak) with 95%
-intervals over seeds and how many seeds meet each target. Targets for the default recipe, on each
-seed's final policy: exploitability <= 0.20, TicTacToe win-or-draw vs random >= 0.85, invalid <= 1%.
+random agent, SimpleNegotiation wins against random and win-or-draw against the expert, and the invalid-answer
+rate of the worst trained game (each over its matches against every evaluation opponent: the numbers the run's
+own final table checks, ``trainers.evaluate.headline``); and a final table (final policy, not a peak) with 95%
+intervals over seeds and how many seeds meet each target. Targets for the default recipe, on each seed's final
+policy (``trainers.evaluate.TARGETS``): exploitability <= 0.20, TicTacToe win-or-draw vs random >= 0.85,
+Negotiation wins vs random >= 0.46 and win-or-draw vs expert >= 0.59, invalid <= 1% in every game.
 
     python benchmarks/learning.py --seeds 3                       # default and no_rae, seeds 0, 1, 2
     python benchmarks/learning.py --seeds 3 --variants default,state_baseline,ppo2
@@ -80,7 +82,13 @@ VARIANTS: dict[str, dict[str, object]] = {
 CONTROL = ("default", "vs_random", "vs_expert")
 KUHN, TTT = "KuhnPoker-v0", "TicTacToe-v0"  # env ids: a run's games carry options (TicTacToe-v0:board=lines)
 # The trainer's own targets (trainers.evaluate.TARGETS), under this table's metric names.
-_METRICS = {"kuhn_exploitability": "exploitability", "tictactoe_vs_random": "ttt_win_or_draw", "invalid": "invalid"}
+_METRICS = {
+    "kuhn_exploitability": "exploitability",
+    "tictactoe_vs_random": "ttt_win_or_draw",
+    "negotiation_wins_vs_random": "neg_wins",
+    "negotiation_vs_expert": "neg_vs_expert",
+    "invalid": "invalid",
+}
 TARGETS = {_METRICS[key]: (kind, limit) for key, kind, limit, _ in RECIPE_TARGETS}
 T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
@@ -149,27 +157,34 @@ def meets(metric: str, value: float) -> bool:
 def run_one(out: Path, variant: str, seed: int, settings: dict[str, str]) -> Path:
     """Train one (variant, seed) in a fresh process unless its run already finished."""
     run = out / variant / f"seed{seed}"
-    if finished(run):
-        return run
-    config = {"output_dir": str(run), "seed": seed, **VARIANTS[variant], **settings}  # strings are parsed as flags are
+    if not finished(run):
+        train_fresh(run, {"seed": seed, **VARIANTS[variant], **settings})
+    return run
+
+
+def train_fresh(run: Path, config: dict[str, object]) -> None:
+    """Train ``config`` (recipe overrides; strings are parsed as flags are) into ``run`` in a fresh process,
+    so runs share no threads or caches."""
     code = (
         "import json, sys\nfrom trainers.config import TrainConfig\nfrom trainers.loop import train\n"
         "train(TrainConfig.build(json.loads(sys.argv[1])))"
     )
-    subprocess.run([sys.executable, "-c", code, json.dumps(config)], check=True)
-    return run
+    subprocess.run([sys.executable, "-c", code, json.dumps({"output_dir": str(run), **config})], check=True)
 
 
 def step_table(variant: str, runs: dict[int, list[dict]]) -> Table:
     """Per evaluation step: mean [min, max] over the seeds that reached it."""
     table = Table(title=escape(f"{variant}: mean [min, max] over seeds {', '.join(map(str, runs))}"))
-    for col in ("step", "seeds", "Kuhn exploitability", "TTT win or draw vs random", "invalid"):
+    columns = ("Kuhn exploitability", "TTT win or draw vs random", "Negotiation wins vs random",
+               "Negotiation W+D vs expert", "invalid (worst game)")  # fmt: skip
+    for col in ("step", "seeds", *columns):
         table.add_column(col, justify="right")
     steps = sorted({s["step"] for rows in runs.values() for s in rows})
     for step in steps:
         at = [s for rows in runs.values() for s in rows if s["step"] == step]
         cells = []
-        for metric, fmt in (("exploitability", ".3f"), ("ttt_win_or_draw", ".2f"), ("invalid", ".3f")):
+        for metric, fmt in (("exploitability", ".3f"), ("ttt_win_or_draw", ".2f"), ("neg_wins", ".2f"),
+                            ("neg_vs_expert", ".2f"), ("invalid", ".3f")):  # fmt: skip
             values = [s[metric] for s in at]
             cells.append(escape(f"{np.mean(values):{fmt}} [{np.min(values):{fmt}}, {np.max(values):{fmt}}]"))
         table.add_row(str(step), str(len(at)), *cells)
