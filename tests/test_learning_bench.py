@@ -71,8 +71,9 @@ def test_the_targets_are_read_as_the_runs_own_final_table_reads_them():
         row |= {f"eval/{game}/{opponent}/win": 0.5, f"eval/{game}/{opponent}/draw": 0.4}
         row |= {f"eval/{game}/{opponent}/loss": 0.1 - invalid, f"eval/{game}/{opponent}/invalid": invalid}
     numbers = learning.summary(row, [kuhn, ttt])
-    # every match of the trained games, the expert's too: 1.6%, not met (against random alone it was 0.6%)
-    assert numbers["invalid"] == pytest.approx((0.0125 + 0.0525) / 4)
+    # the worst trained game over its matches, the expert's too: TicTacToe's 3.25%, not met (Kuhn's 0% does not
+    # dilute it, and against random alone it was 1.25%)
+    assert numbers["invalid"] == pytest.approx((0.0125 + 0.0525) / 2)
     assert not learning.meets("invalid", numbers["invalid"])
     assert numbers["ttt_win_or_draw"] == pytest.approx(0.9) and numbers["exploitability"] == 0.1
     assert numbers["ttt_win_or_draw_vs_expert"] == pytest.approx(0.9)

@@ -129,6 +129,37 @@ def test_population_play_in_a_training_run(tmp_path):
     assert all(0 < r["pool/games_share"] < 1 for r in steps)
 
 
+def test_a_run_with_a_pool_of_one_resumes_exactly(tmp_path):
+    """A pool of one snapshot refreshed at every checkpoint: the checkpoint holds the pool's rng, and the
+    snapshot is the checkpoint's own policy, so a resumed run plays and learns as the uninterrupted one. (60
+    warm-start steps: after fewer, a snapshot answers invalidly whatever it samples, and its seeds go unseen.)"""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    config = {
+        "steps": 2, "sft_steps": 60, "samples_per_step": 24, "games_in_flight": 8, "eval_every": 10,
+        "eval_games": 2, "eval_opponents": "random", "eval_env_ids": "KuhnPoker-v0:rounds=1", "time_limit_s": 0,
+        "micro_batch": 16, "plots": False, "opponent_pool": 1, "pool_every": 1, "save_every": 1,
+        "eval_tactics": False,
+    }  # fmt: skip
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    train(TrainConfig.build({**config, "output_dir": str(first)}), progress=False)
+    shutil.copytree(first, resumed)
+    shutil.rmtree(resumed / "checkpoints" / "step_000002")  # as if it died during step 2
+    train(TrainConfig.build({**config, "output_dir": str(resumed), "resume": True}), progress=False)
+    volatile = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
+
+    def rows(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k not in volatile} for line in lines]
+
+    assert rows(resumed) == rows(first) and rows(first)[-1]["pool/games_share"] > 0
+    a, b = (AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_000002").state_dict()
+            for run in (first, resumed))  # fmt: skip
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_population_play_is_refused_where_it_does_not_apply():
     with pytest.raises(ConfigError, match="opponent_pool"):
         TrainConfig.build({"opponent_pool": 2, "opponent": "random"})

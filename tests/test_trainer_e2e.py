@@ -33,8 +33,6 @@ SMALL = {
     "eval_opponents": "random,expert",
     "time_limit_s": 0,
     "save_every": 2,
-    "opponent_pool": 1,  # one snapshot, refreshed at every checkpoint: resuming replays the pool exactly
-    "pool_every": 2,
     "micro_batch": 8,
     "eval_tactics": False,  # the TicTacToe read-out (seconds an evaluation) is tested in test_ttt_tactics.py
 }

@@ -213,7 +213,7 @@ def test_user_given_weights_must_match_the_games(capsys, workdir):
     assert "game_weights: gives 2 weights for 1 game(s)" in err
     err = refused(capsys, workdir, "--game-weights", "1,x")
     assert "game_weights: must be comma-separated numbers" in err
-    err = refused(capsys, workdir, "--game-weights", "0,0")
+    err = refused(capsys, workdir, "--game-weights", "0,0,0")  # one per game of the recipe's three
     assert "game_weights: must be non-negative numbers, not all zero" in err
 
 
@@ -222,8 +222,8 @@ def test_per_game_kl_weights_must_match_the_games(capsys, workdir):
     assert "game_kl_coefs: gives 1 KL weights for 2 game(s); give one per game, or none for kl_coef" in err
     err = refused(capsys, workdir, "--game-kl-coefs", "0.3,high")
     assert "game_kl_coefs: must be comma-separated numbers, one per game, got '0.3,high'" in err
-    err = refused(capsys, workdir, "--game-kl-coefs", "0.3,-1")
-    assert "game_kl_coefs: must be non-negative numbers, got '0.3,-1'" in err
+    err = refused(capsys, workdir, "--game-kl-coefs", "0.3,-1,0.3")
+    assert "game_kl_coefs: must be non-negative numbers, got '0.3,-1,0.3'" in err
 
 
 def test_per_game_kl_weights_replace_kl_coef_game_by_game():
@@ -234,10 +234,11 @@ def test_per_game_kl_weights_replace_kl_coef_game_by_game():
 
 
 def test_the_tiny_recipes_weights_give_way_to_the_users_games():
-    assert TrainConfig.build({}).game_weights == "4,1"  # the recipe's own two games keep them
+    assert TrainConfig.build({}).game_weights == "4,1,1"  # the recipe's own three games keep them
     config = TrainConfig.build({"games": "KuhnPoker-v0"})
     assert (config.games, config.game_weights) == ("KuhnPoker-v0", "")
-    assert TrainConfig.build({"games": "PigDice-v0,TicTacToe-v0"}).game_weights == "4,1"  # two games: kept
+    assert TrainConfig.build({"games": "PigDice-v0,TicTacToe-v0"}).game_weights == ""  # two games: equal
+    assert TrainConfig.build({"games": "PigDice-v0,TicTacToe-v0,Snake-v0"}).game_weights == "4,1,1"  # three: kept
     # the recipe's per-game KL weights likewise, and your kl_coef replaces them for every game
     assert TrainConfig.build({"games": "KuhnPoker-v0"}).kl_by_game == {"KuhnPoker-v0": TrainConfig.build({}).kl_coef}
     assert set(TrainConfig.build({"kl_coef": 0}).kl_by_game.values()) == {0.0}
