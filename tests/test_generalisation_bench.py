@@ -19,7 +19,7 @@ import generalisation  # noqa: E402
 
 from trainers.recipes import RECIPES  # noqa: E402
 
-SMALL = ["steps=2", "sft_steps=4", "sft_batch=16", "samples_per_step=24", "games_in_flight=8", "eval_games=2",
+SMALL = ["steps=2", "sft_steps=4", "sft_batch=16", "samples_per_step=24", "games_in_flight=8", "eval_games=1",
          "time_limit_s=0", "micro_batch=8", "plots=false"]  # fmt: skip
 
 
