@@ -45,7 +45,7 @@ from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Game, InFlight, Spent, check_concurrency, default_concurrency, own_copy
 from spiral_arena.play import GameRecord, Notes, game_moves, reading
 from spiral_arena.processes import ignore_sigint, sigint_held
-from spiral_arena.registry import GameSpec
+from spiral_arena.registry import GameSpec, seat_text_key
 
 POLL_S = 0.2
 MAX_CHUNK = 64
@@ -230,7 +230,7 @@ class Player:
         entrants = [self.entrants[label] for label in job.players]
         agents = [self._agent(label) for label in job.players]
         texts = [self._text(label, agent, job.env_id) for label, agent in zip(job.players, agents, strict=True)]
-        kind = (job.env_id, *(tuple(sorted(text.items())) for text in texts))
+        kind = (job.env_id, *seat_text_key(texts))
         idle = self.envs.setdefault(kind, [])
         env = idle.pop() if idle else spiral_arena.make(job.env_id, seat_text=texts)
         broken = [seat for seat, agent in enumerate(agents) if isinstance(agent, Exception)]

@@ -18,7 +18,7 @@ from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Decision, Game, InFlight, own_copy
 from spiral_arena.llm import APIError
 from spiral_arena.models.checkpoints import Reading
-from spiral_arena.registry import ENV_KWARGS, GameSpec, SeatText, make
+from spiral_arena.registry import ENV_KWARGS, GameSpec, SeatText, make, seat_text_key
 
 
 class Notes:
@@ -198,7 +198,7 @@ def play_games(
     def start(index: int, seed: int | None) -> _Played:
         order = [(seat - index) % n for seat in range(n)] if rotate_seats else list(range(n))
         seated, text = [agents[i] for i in order], tuple(texts[i] for i in order)
-        key = tuple(tuple(sorted(t.items())) for t in text)
+        key = seat_text_key(text)
         spare = idle.setdefault(key, [])
         env = spare.pop() if spare else make(env_id, render_mode="ansi", seat_text=text, **(env_options or {}))
         own = [own_copy(agent, agent_seed(seed, seat)) for seat, agent in enumerate(seated)]

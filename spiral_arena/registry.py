@@ -79,6 +79,11 @@ REGISTRY: dict[str, EnvSpec] = {
 }
 
 
+def seat_text_key(seat_text: Sequence[SeatText]) -> tuple:
+    """What each seat reads, as a key: envs built for equal keys are interchangeable (pools of idle envs)."""
+    return tuple(tuple(sorted(text.items())) for text in seat_text)
+
+
 # every game's text options (``TextGame.text_options``), e.g. what a model agent's spec may override
 TEXT_OPTIONS: tuple[str, ...] = tuple(dict.fromkeys(o for s in REGISTRY.values() for o in s.game.text_options))
 

@@ -18,7 +18,7 @@ from spiral_arena.core.actions import extract_answer
 from spiral_arena.models import Sampling
 from spiral_arena.models.policy import Policy
 from spiral_arena.play import GameRecord, read_end, reading
-from spiral_arena.registry import GameSpec, SeatText
+from spiral_arena.registry import GameSpec, SeatText, seat_text_key
 
 
 @dataclass
@@ -81,7 +81,7 @@ class EnvPool:
 
     @staticmethod
     def _key(spec: GameSpec, obs_format: str, seat_text: Sequence[SeatText]) -> tuple:
-        return spec.label, obs_format, tuple(tuple(sorted(text.items())) for text in seat_text)
+        return spec.label, obs_format, seat_text_key(seat_text)
 
     def take(self, spec: GameSpec, obs_format: str, seat_text: Sequence[SeatText] = ()) -> Any:
         spare = self.spare.get(self._key(spec, obs_format, seat_text))
