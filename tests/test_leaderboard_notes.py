@@ -182,6 +182,15 @@ def test_the_plot_marks_the_name(tmp_path):
     assert marked.startswith("hf:") and marked.split("  [")[0].endswith(report.NOTE_MARK)  # the name, then its key
 
 
+def test_the_plot_says_what_its_mark_means(tmp_path):
+    """The PNG has no table legend to point to: the note itself stands under the plot's legend."""
+    noted = report.png_figure(standings_of(noted_database(tmp_path / "lb.sqlite"))).legends[0]
+    title = " ".join(noted.get_title().get_text().split())  # wrapped to the figure's width
+    assert title == f"{report.NOTE_MARK} {NOTE}"
+    plain = report.png_figure(standings_of(noted_database(tmp_path / "plain.sqlite", {}))).legends[0]
+    assert plain.get_title().get_text() == ""
+
+
 def test_show_displays_the_stored_note(tmp_path, capsys):
     db = noted_database(tmp_path / "lb.sqlite")
     assert cli_main(["leaderboard", "show", "--db", str(db), "--game", KUHN]) == 0

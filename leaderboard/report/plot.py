@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -138,7 +139,11 @@ def png_figure(standings: Standings) -> Figure:
     axes[panels[0]].set_ylim(n - 0.5, -0.5)  # the first agent on top, as in the matrix
     for panel in panels[1:]:
         axes[panel].tick_params(left=False)
-    fig.legend(loc="outside lower center", ncol=min(len(standings.scopes), 4), fontsize="small")
+    # what the mark on a name means: each note under the legend, as the tables give it under theirs
+    said = dict.fromkeys(f"{NOTE_MARK} {r.note}" for scope in standings.scopes for r in scope.agents if r.note)
+    legend_notes = "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in said) or None
+    fig.legend(loc="outside lower center", ncol=min(len(standings.scopes), 4), fontsize="small",
+               title=legend_notes, title_fontsize="x-small")  # fmt: skip
     return fig
 
 
