@@ -203,3 +203,21 @@ def test_tactics_are_drawn_over_their_chance_levels(figs):
     levels = {line.get_color(): line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == "--"}
     assert levels == {takes.get_color(): chance["takes_win"], blocks.get_color(): chance["blocks"]}
     assert any(a.get_title() == "TicTacToe tactics (probability)" for a in visible_axes(figs["summary.png"]))
+
+
+def test_the_negotiation_panel_draws_its_wins_apart_from_its_draws(tmp_path):
+    """A negotiation draw is a deal not made: its wins against random (the target) are drawn beside win or draw."""
+    game = "SimpleNegotiation-v0:brief=true"
+    rows = []
+    for step in (0, 10, 20):
+        row = {"step": step, "time_s": 1.0 * step}
+        for opponent, win in (("random", 0.2 + 0.01 * step), ("expert", 0.0)):
+            row |= {f"eval/{game}/{opponent}/win": win, f"eval/{game}/{opponent}/draw": 0.6}
+            row |= {f"eval/{game}/{opponent}/loss": 0.4 - win, f"eval/{game}/{opponent}/invalid": 0.0}
+        rows.append(row)
+    run_rows, config = read_run(write_run(tmp_path / "run", rows))
+    (ax,) = visible_axes(figures(run_rows, config)["win_rates.png"])
+    lines = {line.get_label(): line for line in ax.lines}
+    assert list(lines["vs random: win"].get_data()[1]) == pytest.approx([0.2, 0.3, 0.4])
+    assert list(lines["vs random: win or draw"].get_data()[1]) == pytest.approx([0.8, 0.9, 1.0])
+    assert lines["vs random: win"].get_linestyle() == "-."

@@ -201,10 +201,15 @@ def _shared_legend(fig: Figure, axes: list[Axes]) -> None:
 
 def _draw_game(ax: Axes, rows: list[Row], game: str, opponents: list[str], colours: dict, second: str) -> None:
     """Win or draw (solid) against each opponent, with its ``second`` outcome: "loss" (dashed) or
-    "invalid" (dotted)."""
+    "invalid" (dotted). In the negotiation a draw is a deal not made, so its wins (dash-dot) are drawn too:
+    wins against ``random`` are its target (``trainers.evaluate.TARGETS``)."""
+    deals = game.split(":")[0] == "SimpleNegotiation-v0"
     for i, opponent in enumerate(opponents):
         style = {"color": colours[opponent], "linewidth": max(1.0, 2.4 - 0.8 * i)}  # thinner over thicker
         _plot(ax, *_series(rows, _win_or_draw(game, opponent)), f"vs {opponent}: win or draw", i, **style)
+        if deals:
+            wins = _series(rows, _key(match_key(game, opponent, "win")))
+            _plot(ax, *wins, f"vs {opponent}: win", i, linestyle="-.", marker=None, **style)
         steps, values = _series(rows, _key(match_key(game, opponent, second)))
         dashes = "--" if second == "loss" else ":"
         _plot(ax, steps, values, f"vs {opponent}: {second}", i, linestyle=dashes, marker=None, **style)
