@@ -104,22 +104,25 @@ def spec(env_id: str) -> EnvSpec:
 def parse_env_id(text: str) -> tuple[str, dict[str, Any]]:
     """``"KuhnPoker-v0:rounds=1;reward=chips"`` -> ``("KuhnPoker-v0", {"rounds": 1, "reward": "chips"})``.
 
-    Values read as int, float or true/false where they can, else as text."""
+    Values read as int, float or true/false where they can, else as text. A key given twice is refused:
+    which value wins would be a guess."""
     env_id, _, opts = text.strip().partition(":")
+    env_id = env_id.strip()
     options: dict[str, Any] = {}
     for item in filter(None, (o.strip() for o in opts.split(";"))):
         key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(
-                f"game option {item!r} of {env_id.strip()} must look like key=value (ID:key=value;key=value)"
-            )
+        key = key.strip()
+        if not eq or not key:
+            raise ValueError(f"game option {item!r} of {env_id} must look like key=value (ID:key=value;key=value)")
         if looks_like_secret(key):
             raise ValueError(
-                f"option {key.strip()!r} looks like a secret, and env ids are logged and stored; "
+                f"option {key!r} looks like a secret, and env ids are logged and stored; "
                 "pass keys by environment variable (e.g. OPENAI_API_KEY) or as a make() keyword"
             )
-        options[key.strip()] = option_value(value.strip())
-    return env_id.strip(), options
+        if key in options:  # named, never its values: one may be a secret (``env_id_problem``)
+            raise ValueError(f"game option {key!r} of {env_id} is given twice; give each option once")
+        options[key] = option_value(value.strip())
+    return env_id, options
 
 
 @dataclass(frozen=True)

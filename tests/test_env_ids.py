@@ -43,6 +43,24 @@ def test_bad_ids_are_clear_errors():
     assert "sk-live-123" not in str(error.value)
 
 
+def test_an_option_given_twice_is_refused_for_games_and_agents():
+    """Issue 41: ``KuhnPoker-v0:rounds=1;rounds=2`` played 2 rounds; either value would be a guess."""
+    from spiral_arena.agents import split_options
+    from spiral_arena.registry import GameSpec, env_id_problem, parse_env_id
+
+    twice = "game option 'rounds' of KuhnPoker-v0 is given twice; give each option once"
+    for text in ("KuhnPoker-v0:rounds=1;rounds=2", "KuhnPoker-v0: rounds=1 ; ante=2; rounds =1"):
+        with pytest.raises(ValueError, match=twice):
+            parse_env_id(text)
+        with pytest.raises(ValueError, match=twice):
+            spiral_arena.make(text)
+        with pytest.raises(ValueError, match=twice):
+            GameSpec.parse(text)
+    assert env_id_problem("KuhnPoker-v0:rounds=1;rounds=2") == twice
+    with pytest.raises(ValueError, match="option 'alpha' is given twice in agent spec 'expert'; give each option"):
+        split_options("expert#alpha=0.1#alpha=0.2")
+
+
 def test_canonical_spelling_sorts_options():
     assert GameSpec.parse(" KuhnPoker-v0: rounds=1 ; ante=2 ").canonical == "KuhnPoker-v0:ante=2;rounds=1"
     assert GameSpec.parse("TicTacToe-v0").canonical == "TicTacToe-v0"

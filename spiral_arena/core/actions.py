@@ -25,11 +25,12 @@ _EXCERPT_CHARS = 40
 
 
 class InvalidMove(Exception):
-    """The text does not name a legal action; ``reason`` says why, for the player and the logs."""
+    """The text does not name a legal action; ``reason`` says why, for the player and the logs. Reasons may
+    quote player text and every game's env echoes them, so they are sanitised here, where each is made."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+        self.reason = sanitize(reason)
+        super().__init__(self.reason)
 
 
 def excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:

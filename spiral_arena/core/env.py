@@ -38,7 +38,7 @@ from pettingzoo import AECEnv
 
 from spiral_arena.core.actions import InvalidMove
 from spiral_arena.core.game import Message, TextGame
-from spiral_arena.core.observations import CHARSET, OBS_FORMATS, MessageLog, sanitize
+from spiral_arena.core.observations import CHARSET, OBS_FORMATS, MessageLog
 
 INVALID_MOVE_MODES = ("lose", "retry")
 OUTCOME_REASONS = ("normal", "invalid_move", "truncation")
@@ -464,7 +464,6 @@ class TextGameEnv(AECEnv):
         self.log.post(None, "Game stopped before its end (truncated): no result.")
 
     def _on_invalid(self, player: int, reason: str) -> None:
-        reason = sanitize(reason)  # reasons may quote player text; observations must stay in the space
         agents = self.possible_agents
         offender = agents[player]
         if self.invalid_move == "retry":

@@ -16,17 +16,40 @@ from collections.abc import Iterable, Sequence
 OBS_FORMATS = ("full", "first_last", "last")
 CHARSET = string.printable
 _OUTSIDE_CHARSET = re.compile(f"[^{re.escape(CHARSET)}]")
-_BLANK_LINES = re.compile(r"\n{2,}")
+# A line of player text that begins, after optional whitespace, with ``[``; its bracketed token, if it closes.
+_TAG_AT_START = re.compile(r"(\s*)\[([^\[\]]*)(\]?)")
+
+
+def _untag(line: str) -> str:
+    """``line`` without a leading ``[tag]``: its brackets become parentheses (``[GAME] x`` -> ``(GAME) x``)."""
+    tag = _TAG_AT_START.match(line)
+    if tag is None:
+        return line
+    lead, inner, close = tag.groups()
+    return f"{lead}({inner}{')' if close else ''}{line[tag.end() :]}"
 
 
 def sanitize(text: str) -> str:
-    """Player text as the env echoes it: characters outside the observation charset replaced, so it stays
-    in the space, and runs of line breaks joined into one. Messages are separated by a blank line and a
-    ``[sender]`` tag, so text without a blank line can never pass for a message of the game's own
-    (``spiral-arena serve`` reads positions back from the text)."""
+    """Player text as the env echoes it, in every game: the one filter for whatever a player wrote.
+
+    Messages in an observation are separated by a blank line and a ``[sender]`` tag, and every game line
+    begins with ``[GAME]``, so the text comes back such that no player can start either:
+
+    - characters outside the observation charset become ``?``, so it stays in the space;
+    - every kind of line break (``\\r\\n``, ``\\r``, ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e``, ``\\x85``,
+      ``\\u2028``, ``\\u2029``: what ``str.splitlines`` splits on) becomes ``\\n``, and whitespace-only lines
+      are dropped, so the text never holds a blank line (``spiral-arena serve`` reads positions back from
+      the text, splitting messages there);
+    - a line after the first that begins (after whitespace) with ``[`` gets parentheses for its brackets:
+      ``[GAME] You won.`` reads ``(GAME) You won.``. Parentheses keep the words readable (a chat line may
+      quote ``[Accept]``) while no line reads as the square-bracket tag a model knows as a sender.
+
+    The first line is left as written: the env always puts player text after words of its own on that line
+    (``Deceiver says: ``, ``Invalid move: ``). Plain printable ASCII (one line) is returned as is."""
     if text.isascii() and text.isprintable():
         return text
-    return _BLANK_LINES.sub("\n", _OUTSIDE_CHARSET.sub("?", text))
+    lines = [line for line in (_OUTSIDE_CHARSET.sub("?", raw) for raw in text.splitlines()) if line.strip()]
+    return "\n".join(lines[:1] + [_untag(line) for line in lines[1:]])
 
 
 def last_message(observation: str) -> str:
