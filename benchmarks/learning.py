@@ -164,12 +164,14 @@ def run_one(out: Path, variant: str, seed: int, settings: dict[str, str]) -> Pat
 
 def train_fresh(run: Path, config: dict[str, object]) -> None:
     """Train ``config`` (recipe overrides; strings are parsed as flags are) into ``run`` in a fresh process,
-    so runs share no threads or caches."""
+    so runs share no threads or caches; an unfinished run left there (a stopped benchmark) is replaced."""
     code = (
         "import json, sys\nfrom trainers.config import TrainConfig\nfrom trainers.loop import train\n"
         "train(TrainConfig.build(json.loads(sys.argv[1])))"
     )
-    subprocess.run([sys.executable, "-c", code, json.dumps({"output_dir": str(run), **config})], check=True)
+    subprocess.run(
+        [sys.executable, "-c", code, json.dumps({"output_dir": str(run), "overwrite": True, **config})], check=True
+    )
 
 
 def step_table(variant: str, runs: dict[int, list[dict]]) -> Table:

@@ -217,7 +217,7 @@ def run_seed(seed: int, out: Path, overrides: dict, read_out_games: int) -> dict
     """Both runs of one seed and what they measured. ``overrides``: the recipe's values to change (a short
     run in the tests)."""
     # no time limit: a busy machine must not cut the RL budget short (wall times are reported instead)
-    common = {"seed": seed, "time_limit_s": 0, **overrides}
+    common = {"seed": seed, "time_limit_s": 0, "overwrite": True, **overrides}  # a rerun replaces its runs
     k = TrainConfig.build({"algo": "starpo", **common}).eval_samples_per_secret
     starpo_dir = out / f"seed{seed}" / "starpo"
     began = time.monotonic()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -57,6 +58,14 @@ def _output_problem(flag: str, path: str, directory: bool = False) -> list[str]:
 
     problem = write_problem(path, directory=directory)
     return [] if problem is None else [f"{flag}: {path} {problem}"]
+
+
+def _kept_problem(flag: str, path: Path, overwrite: bool) -> list[str]:
+    """Earlier output is replaced only when asked (``--overwrite``): nothing is lost by running twice. (A
+    device such as /dev/stdout is written to, not replaced.)"""
+    if overwrite or not (path.is_file() or path.is_dir()):
+        return []
+    return [f"{flag}: {path} exists already; add --overwrite to replace it, or give another path"]
 
 
 def _about(error: OSError, path: str) -> bool:
@@ -172,12 +181,20 @@ def _api_key(given: str | None, variable: str) -> str | None:
     return given.strip() if given else None
 
 
+def _port_problem(port: int) -> list[str]:
+    """A port the server could not listen on (0, "any free port", is refused too: clients need the port
+    the banner names)."""
+    return [] if 1 <= port <= 65535 else [f"--port: must be a port number from 1 to 65535, got {port}"]
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from spiral_arena.serve import serve
 
     api_key = _api_key(args.api_key, "SPIRAL_ARENA_SERVE_KEY")
-    finite = 0 <= args.latency_ms < float("inf")
-    _check([] if finite else [f"--latency-ms: must be a number of milliseconds >= 0, got {args.latency_ms}"])
+    problems = _port_problem(args.port)
+    if not 0 <= args.latency_ms < float("inf"):
+        problems.append(f"--latency-ms: must be a number of milliseconds >= 0, got {args.latency_ms}")
+    _check(problems)
     serve(
         args.agent,
         host=args.host,
@@ -191,7 +208,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_env_server(args: argparse.Namespace) -> int:
     problems = _env_problems("--env", [args.env]) + _spec_problems("--opponent", args.opponent, human=False)
-    problems += _count_problem("--max-sessions", args.max_sessions)
+    problems += _count_problem("--max-sessions", args.max_sessions) + _port_problem(args.port)
+    if not 0 <= args.idle_timeout_s < float("inf"):
+        problems.append(f"--idle-timeout-s: must be a number of seconds >= 0 (0: no limit), got {args.idle_timeout_s}")
     if not problems:
         from spiral_arena.registry import make
 
@@ -211,6 +230,7 @@ def cmd_env_server(args: argparse.Namespace) -> int:
         api_key=api_key,
         allow_hosts=tuple(args.allow_host),
         max_sessions=args.max_sessions,
+        idle_timeout_s=args.idle_timeout_s,
     )
     return 0
 
@@ -229,7 +249,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     games = [g.strip() for g in args.games.split(",") if g.strip()]
     problems = _env_problems("--games", games, args.obs_format) + _spec_problems("--agent", args.agent, human=False)
     problems += _count_problem("--n-games", args.n_games) + _seed_problem(args.seed, args.n_games)
-    _check(problems + _output_problem("--out", args.out))
+    _check(problems + (_output_problem("--out", args.out) or _kept_problem("--out", Path(args.out), args.overwrite)))
     specs, weights = parse_mixture(args.games, "")
     try:
         n = write_transcripts(
@@ -254,7 +274,9 @@ def cmd_sft(args: argparse.Namespace) -> int:
     problems += _count_problem("--steps", args.steps) + _count_problem("--batch", args.batch) + _seed_problem(args.seed)
     if not args.lr > 0:
         problems.append(f"--lr: must be greater than 0, got {args.lr}")
-    problems += _output_problem("--output-dir", args.output_dir, directory=True)
+    problems += _output_problem("--output-dir", args.output_dir, directory=True) or _kept_problem(
+        "--output-dir", Path(args.output_dir) / "model", args.overwrite
+    )
     if not Path(args.data).is_file():
         problems.append(f"--data: {args.data} is not a file (a JSONL of prompt/response lines, e.g. from collect)")
     else:
@@ -263,6 +285,9 @@ def cmd_sft(args: argparse.Namespace) -> int:
         except ValueError as error:
             problems.append(f"--data: {error}")
     _check(problems)
+    if args.overwrite:  # the earlier model and the tiny model it started from, so neither is mixed with the new
+        for old in (Path(args.output_dir) / "model", Path(args.output_dir) / "tiny_init"):
+            shutil.rmtree(old, ignore_errors=True)
     path = run_sft(
         args.data, args.model, args.output_dir, args.steps, args.batch, args.lr, args.seed, args.prompt_template
     )
@@ -354,7 +379,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="also answer requests whose Host (or Origin) is NAME; repeatable (as for serve)",
     )
     p.add_argument(
-        "--max-sessions", type=int, default=32, help="WebSocket sessions (episodes) open at once (default: 32)"
+        "--max-sessions",
+        type=int,
+        default=32,
+        help="sessions at once: WebSocket episodes and stateless POST /reset calls under way; more are refused "
+        "(default: 32)",
+    )
+    p.add_argument(
+        "--idle-timeout-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="close a WebSocket session that sends nothing for S seconds, freeing its slot (default: 300; 0: never)",
     )
     p.set_defaults(func=cmd_env_server)
 
@@ -377,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--obs-format", default="", choices=["", "full", "first_last", "last"], help="default: each game's own"
     )
     p.add_argument("--out", default="transcripts.jsonl", help="JSONL file to write (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists (else refused)")
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("sft", help="supervised fine-tuning on a transcript file (SPIRAL's SFT baseline)")
@@ -391,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=500,
         help="optimizer steps (default: 500; a progress bar shows the loss and time left)",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace OUTPUT_DIR/model if it exists (else refused)")
     p.add_argument("--batch", type=int, default=32, help="examples per step (default: 32)")
     p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default: 1e-4)")
     p.add_argument("--seed", type=int, default=0, help="seed of batch sampling and of the tiny model (default: 0)")
@@ -457,11 +495,11 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as error:  # an optional dependency that is not installed
         print(f"spiral-arena {args.command}: error: {missing_extra(error)}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError) as error:
-        print(f"spiral-arena: error: {error}", file=sys.stderr)
+    except (ValueError, TypeError) as error:  # one prefix for every error line: the command's, as argparse's
+        print(f"spiral-arena {args.command}: error: {error}", file=sys.stderr)
         return 2
     except APIError as error:  # already free of keys
-        print(f"spiral-arena: error: {error}", file=sys.stderr)
+        print(f"spiral-arena {args.command}: error: {error}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, EOFError):
         print("\nstopped.", file=sys.stderr)

@@ -30,6 +30,7 @@ import os
 import random
 import re
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -343,6 +344,8 @@ class ChatClient:
     Retries 408/429/5xx, timeouts, connection errors and malformed replies up to ``max_retries``
     times, waiting ``Retry-After`` when the server sends it, else ``backoff * 2**n`` with jitter;
     every wait is capped at ``max_backoff``. Other 4xx raise at once with the server's message.
+    Once ``close`` is called (a run stopping), a failed request is not retried and nothing is logged:
+    its error is the close's own doing (``Bad file descriptor``), not the endpoint's.
     """
 
     def __init__(
@@ -385,6 +388,7 @@ class ChatClient:
         # {base path}/chat/completions, keeping a query the endpoint needs (Azure's ?api-version=...)
         self._url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions", fragment=""))
         self._jitter = random.Random()
+        self._closed = threading.Event()  # set by close(): requests still out stop without retrying
         self._httpx = httpx
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout),
@@ -428,6 +432,8 @@ class ChatClient:
             outcome = self._attempt(payload)
             if isinstance(outcome, ChatReply):
                 return outcome
+            if self._closed.is_set():
+                break
             if not outcome.retryable or attempt == attempts:
                 tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
                 raise APIError(f"{self._where()}: {outcome.message}{tries}", outcome.status, attempt)
@@ -435,10 +441,13 @@ class ChatClient:
             log.warning(
                 "%s: %s; retry %d of %d in %.2fs", self._where(), outcome.message, attempt, self.max_retries, delay
             )
-            time.sleep(delay)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+            if self._closed.wait(delay):  # a close ends the wait at once
+                break
+        raise APIError(f"{self._where()}: the client was closed; the request was not retried", None, attempt)
 
     def close(self) -> None:
+        """Close the connections; requests still out fail and stop quietly (see the class docstring)."""
+        self._closed.set()
         self._http.close()
 
     def __enter__(self) -> ChatClient:

@@ -40,12 +40,13 @@ served API agent's text is the model's, judged by the env as any other reply.
 
 Web pages must not be able to use the server (and spend a served API agent's key): a POST must say
 ``Content-Type: application/json`` (a browser cannot send that cross-site without asking first), an
-``Origin`` header must name an allowed host, and the ``Host`` header must name the address the server
+``Origin`` header must name an allowed host and the port the request went to (a page served from another
+port of the same machine is another site), and the ``Host`` header must name the address the server
 is bound to (a loopback name on loopback), so DNS rebinding cannot reach it under another name; only a
 server bound to a wildcard (0.0.0.0, ::) answers any Host (``host_names``). ``allowed_hosts`` widens
-that. Bodies are capped at ``MAX_BODY_BYTES``; malformed JSON, nesting too deep to parse and lone
-surrogates are 400s, never 500s. Neither the upstream URL of a served API agent nor its upstream's
-error text is shown to clients.
+that. Bodies are capped at ``MAX_BODY_BYTES``; malformed JSON, nesting too deep to parse, lone
+surrogates and integers too long to read (``NumberTooLong``, which names the field) are 400s, never
+500s. Neither the upstream URL of a served API agent nor its upstream's error text is shown to clients.
 
 ``latency_s`` (``--latency-ms``) is a benchmarking aid: every accepted chat request waits that long
 before it is answered, as a stand-in for a real provider's latency, so that clients which overlap
@@ -67,7 +68,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -269,12 +270,20 @@ def _events(completion_id: str, created: int, model: str, text: str) -> Iterator
     yield "data: [DONE]\n\n"
 
 
-def _hostname(value: str) -> str:
-    """The host of a Host header or an Origin URL, lower case, without port or brackets."""
+def _host_port(value: str) -> tuple[str, str]:
+    """The host of a Host header or an Origin URL, lower case, without brackets, and its port as
+    written ("" when none is: browsers leave the scheme's default port out of both)."""
     value = value.strip().lower().split("://", 1)[-1].split("/", 1)[0]
     if value.startswith("["):  # [::1]:8000
-        return value[1:].split("]", 1)[0]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+        host, _, rest = value[1:].partition("]")
+        return host, rest.removeprefix(":")
+    host, _, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "")
+    return host, port
+
+
+def _hostname(value: str) -> str:
+    """The host of a Host header or an Origin URL, lower case, without port or brackets."""
+    return _host_port(value)[0]
 
 
 def agent_label(agent: str | Agent) -> str:
@@ -289,15 +298,53 @@ def public_label(agent: str | Agent) -> str:
     return agent_label(agent).split("@", 1)[0]
 
 
+class NumberTooLong(RequestError):
+    """Valid JSON holding an integer with more digits than Python reads (``sys.get_int_max_str_digits``,
+    4300 by default): no field here takes a number that large, so it is refused by name, not as bad JSON."""
+
+    def __init__(self, where: str, digits: int) -> None:
+        super().__init__(
+            400,
+            f"{where} a number of {digits} digits, too large for any field here "
+            "(the largest, a seed, is a whole number from 0 to 2**64 - 1)",
+        )
+
+
+class _LongNumber:
+    """Where ``parse_body`` met an integer too long to read: its digit count, until its field is known."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _read_int(text: str) -> int | _LongNumber:
+    try:
+        return int(text)
+    except ValueError:  # Python's guard against quadratic conversion refused it
+        return _LongNumber(len(text.lstrip("-")))
+
+
+def _fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, or NumberTooLong naming the field that holds an integer too long to read."""
+    for key, value in pairs:
+        if isinstance(value, _LongNumber):
+            raise NumberTooLong(f"{key[:40]!r} is", value.digits)
+    return dict(pairs)
+
+
 def parse_body(raw: bytes, what: str = "the request body") -> Any:
     """The JSON of a request body (``what`` names it in errors: a WebSocket message, say), or
-    RequestError: too large, not JSON, too deeply nested, or text that cannot be encoded back (a lone
-    surrogate such as "\ud800")."""
+    RequestError: too large, not JSON, too deeply nested, text that cannot be encoded back (a lone
+    surrogate such as "\ud800"), or (``NumberTooLong``) an integer with too many digits to read."""
     if len(raw) > MAX_BODY_BYTES:
         raise RequestError(413, f"{what} is larger than {MAX_BODY_BYTES} bytes")
+
+    def long_number(value: _LongNumber) -> NoReturn:  # one in no object's field: in a list, or the whole body
+        raise NumberTooLong(f"{what} holds", value.digits)
+
     try:
-        body = json.loads(raw)
-        json.dumps(body, ensure_ascii=False).encode("utf-8")
+        body = json.loads(raw, parse_int=_read_int, object_pairs_hook=_fields)
+        json.dumps(body, ensure_ascii=False, default=long_number).encode("utf-8")
     except RecursionError:
         raise RequestError(400, f"{what} is nested too deeply") from None
     except UnicodeError:
@@ -329,16 +376,23 @@ def refusal(
     headers: Mapping[str, str], allowed_hosts: frozenset[str] | None, api_key: str | None
 ) -> RequestError | None:
     """Why a request (or a WebSocket handshake) with these headers is refused, or None: a Host that is
-    not served here, an Origin that is not an allowed host, a missing or wrong bearer token (compared in
-    constant time). ``headers`` must look names up case-insensitively (Starlette's ``Headers`` do)."""
-    host = _hostname(headers.get("host", ""))
+    not served here; an Origin that is not an allowed host or names another port than the Host does (a
+    page served from any other port of the machine is another site, so it may not drive the server); a
+    missing or wrong bearer token (compared in constant time). ``headers`` must look names up
+    case-insensitively (Starlette's ``Headers`` do)."""
+    host, port = _host_port(headers.get("host", ""))
     if allowed_hosts is not None and host not in allowed_hosts:
         message = f"Host {host!r} is not served here; start the server with --allow-host {host} to allow it"
         return RequestError(403, message, kind="permission_error")
     origin = headers.get("origin")
-    if origin is not None and _hostname(origin) not in (allowed_hosts or {host}):
-        message = "cross-site requests are refused: the Origin is not an allowed host (see --allow-host)"
-        return RequestError(403, message, kind="permission_error")
+    if origin is not None:
+        origin_host, origin_port = _host_port(origin)
+        if origin_host not in (allowed_hosts or {host}) or origin_port != port:
+            message = (
+                "cross-site requests are refused: the Origin is not this server (an allowed host, on the port "
+                "the request was sent to; see --allow-host)"
+            )
+            return RequestError(403, message, kind="permission_error")
     if api_key is not None:
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
@@ -356,8 +410,8 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app serving ``agent``. With ``api_key``, every request needs that bearer token.
     ``allowed_hosts``: the names the Host header (and an Origin header) may carry; None = any Host,
-    and an Origin only when it names the Host it was sent to. ``latency_s``: the injected wait before
-    each chat answer (benchmarks only)."""
+    and an Origin only when it names the Host it was sent to. An Origin must name the Host's port too.
+    ``latency_s``: the injected wait before each chat answer (benchmarks only)."""
     if not 0 <= latency_s < float("inf"):
         raise ValueError(f"latency must be a number of seconds >= 0, got {latency_s!r}")
     player = make_agent(agent)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import signal
 import socket
 import threading
 import time
@@ -291,6 +292,70 @@ def test_mixed_failures_then_success():
     with FaultServer(error(502, "bad gateway"), raw(200, b"oops"), stall(3.0), ok("done")) as server:
         assert fast_client(server.url, timeout=1.0, max_retries=3).chat(MESSAGES) == "done"
     assert len(server.seen) == 4
+
+
+def retry_lines(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """Every retry warning logged or printed so far."""
+    lines = [record.getMessage() for record in caplog.records] + capsys.readouterr().err.splitlines()
+    return [line for line in lines if "retry" in line]
+
+
+def test_closing_the_client_ends_its_requests_without_a_retry(caplog, capsys):
+    """Issue 41, the mechanism a stopping run uses: a request out when its client is closed fails at once,
+    quietly, and is not sent again (it used to log "ReadError ...; retry 1 of 4" and try again)."""
+    with FaultServer(stall(30.0)) as server:
+        client = fast_client(server.url, timeout=30.0, max_retries=4, backoff=5.0, max_backoff=5.0)
+        failed: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                client.chat(MESSAGES)
+            except BaseException as error:
+                failed.append(error)
+
+        asking = threading.Thread(target=ask)
+        with caplog.at_level(logging.WARNING, logger="spiral_arena.llm"):
+            asking.start()
+            while not server.seen:
+                time.sleep(0.01)
+            client.close()
+            server.release.set()  # the reply comes, to a closed connection
+            asking.join(timeout=3.0)
+        assert not asking.is_alive(), "the request outlived the close of its client"
+        assert len(server.seen) == 1
+    assert len(failed) == 1 and isinstance(failed[0], APIError), failed
+    assert "the client was closed" in str(failed[0])
+    assert retry_lines(caplog, capsys) == []
+
+
+def test_ctrl_c_of_a_leaderboard_run_with_api_games_in_flight_logs_no_retry(tmp_path, caplog, capsys, no_keys):
+    """Issue 41: Ctrl-C of a run with 8 API requests out printed 8 "Bad file descriptor; retry 1 of 4" lines
+    after "stopped.". Here a real SIGINT reaches the run while every request hangs on the server; the run
+    closes its clients as on any Ctrl-C, the replies then come to closed connections, and the request
+    threads end at once, without a word."""
+    from leaderboard.runner import run
+
+    before = set(threading.enumerate())
+    with FaultServer(stall(30.0)) as server:
+        entrants = [parse_entrant(f"api=openai:m@{server.url}"), parse_entrant("random")]
+        out = threading.Event()
+
+        def ctrl_c_once_requests_are_out() -> None:
+            while server.active < 4:
+                time.sleep(0.01)
+            out.set()
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # a terminal's Ctrl-C
+
+        threading.Thread(target=ctrl_c_once_requests_are_out, daemon=True).start()
+        with caplog.at_level(logging.WARNING), pytest.raises(KeyboardInterrupt):
+            run(str(tmp_path / "lb.sqlite"), entrants, ["KuhnPoker-v0"], 8, concurrency=8, progress=False)
+        assert out.is_set()
+        server.release.set()  # the replies come, to closed connections
+        requests = [t for t in set(threading.enumerate()) - before if t.name.startswith("spiral-arena-api")]
+        for thread in requests:
+            thread.join(timeout=3.0)
+        assert requests and not any(t.is_alive() for t in requests)
+    assert retry_lines(caplog, capsys) == []
 
 
 def test_a_game_interrupted_by_an_api_failure_raises_out_of_play_game(no_keys):
@@ -652,7 +717,8 @@ def test_a_key_variable_is_checked_before_any_game_and_only_its_name_is_stored(
     args = ["leaderboard", "run", "--agents", f"{entry},random", "--games", "KuhnPoker-v0", "--games-per-pair", "2"]
     assert cli_main([*args, "--db", str(db), "--no-progress"]) == 2  # the variable is unset: refused at once
     assert capsys.readouterr().err == (
-        f"spiral-arena: error: '{entry}': #key_env=MY_GATEWAY_API_KEY names $MY_GATEWAY_API_KEY, which is not set; "
+        f"spiral-arena leaderboard: error: '{entry}': #key_env=MY_GATEWAY_API_KEY names $MY_GATEWAY_API_KEY, "
+        "which is not set; "
         "set MY_GATEWAY_API_KEY to the API key for this endpoint\n"
     )
     assert not db.exists() and server.requests == {}

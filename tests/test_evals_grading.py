@@ -101,7 +101,7 @@ def test_missing_math_verify_is_one_line_naming_the_extra(monkeypatch, capsys):
     assert MISSING_MATH_VERIFY == "grading maths needs math-verify: pip install 'spiral-arena[eval]'"
     data = str(Path(__file__).parent / "data" / "evals")
     assert main(["eval", "--model", "hf:org/unused", "--benchmarks", "math500", "--data-dir", data]) == 2
-    assert capsys.readouterr().err == f"spiral-arena: error: {MISSING_MATH_VERIFY}\n"
+    assert capsys.readouterr().err == f"spiral-arena eval: error: {MISSING_MATH_VERIFY}\n"
 
 
 def test_boxes_are_brace_matched():

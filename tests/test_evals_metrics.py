@@ -144,7 +144,7 @@ def test_compare_refuses_different_protocols_unless_allowed(tmp_path, runs, caps
     assert compare_runs(a, hot, allow_protocol_mismatch=True)["benchmarks"]["math500"]["delta"] > 0.4
     assert main(["eval", "compare", str(a), str(hot)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("spiral-arena: error: the runs used different protocols") and "\n" not in error
+    assert error.startswith("spiral-arena eval: error: the runs used different protocols") and "\n" not in error
 
 
 def test_compare_cli_prints_a_table_and_writes_a_png_and_json(runs, tmp_path, capsys):
@@ -191,7 +191,7 @@ def test_compare_refuses_a_run_with_missing_samples_naming_the_file_and_the_coun
     kept = cut_samples(b, keep)
     assert main(["eval", "compare", str(a), str(b)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith(f"spiral-arena: error: {b / 'samples.jsonl'} holds {kept} samples where manifest.json "
+    assert error.startswith(f"spiral-arena eval: error: {b / 'samples.jsonl'} holds {kept} samples where manifest.json "
                             f"lists 760 ({760 - kept} missing: ") and "\n" not in error, error  # fmt: skip
     assert error.endswith("; pass --common-items to compare only the items both runs have complete")
     if keep:  # the items both runs have complete, on request: the first half of them, nothing counted as wrong
@@ -216,9 +216,9 @@ def test_a_truncated_file_is_one_line_naming_it(runs, capsys):
     (b / "samples.jsonl").write_text(text[: len(text) // 2])  # cut inside a line
     assert main(["eval", "compare", str(a), str(b)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith(f"spiral-arena: error: {b / 'samples.jsonl'}: line ") and "is not valid JSON" in error
+    assert error.startswith(f"spiral-arena eval: error: {b / 'samples.jsonl'}: line ") and "is not valid JSON" in error
     manifest = (a / "manifest.json").read_text()
     (a / "manifest.json").write_text(manifest[:100])
     assert main(["eval", "compare", str(a), str(b)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error == f"spiral-arena: error: {a / 'manifest.json'} is not valid JSON (line 1): truncated or edited?"
+    assert error == f"spiral-arena eval: error: {a / 'manifest.json'} is not valid JSON (line 1): truncated or edited?"

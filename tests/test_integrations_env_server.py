@@ -11,6 +11,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -67,6 +68,21 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvServer]:
 def ask(ws: Any, message: dict[str, Any] | str) -> dict[str, Any]:
     ws.send(message if isinstance(message, str) else json.dumps(message))
     return json.loads(ws.recv(timeout=30))
+
+
+@contextmanager
+def fresh_session(server: EnvServer) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """A connection holding a session, and its state, once a slot is free (a session that a client has
+    just closed may still hold its slot for a moment)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with server.connect() as ws:
+            reply = ask(ws, {"type": "state"})
+            if reply["type"] == "state" or time.monotonic() > deadline:
+                assert reply["type"] == "state", reply
+                yield ws, reply["data"]
+                return
+        time.sleep(0.05)
 
 
 def play(ws: Any, seed: int, seat: int) -> tuple[list[str], list[dict[str, Any]], dict[str, Any]]:
@@ -155,6 +171,7 @@ def test_http_gives_health_metadata_schemas_and_a_stateless_reset(server):
         ({"type": "reset", "data": {"seed": 2**64}}, "VALIDATION_ERROR", "reset: 'seed': input should be less"),
         ({"type": "reset", "data": {"seed": True}}, "VALIDATION_ERROR", "reset: 'seed': input should be a valid"),
         ({"type": "reset", "data": {"seed": "3"}}, "VALIDATION_ERROR", "reset: 'seed': input should be a valid"),
+        ('{"type": "reset", "data": {"seed": ' + "9" * 5000 + "}}", "VALIDATION_ERROR", "'seed' is a number of 5000"),
         ({"type": "reset", "data": {"sed": 3}}, "VALIDATION_ERROR", "unknown field 'sed'; valid fields: seed,"),
         ({"type": "reset", "data": {"seat": 2}}, "VALIDATION_ERROR", "'seat' must be in 0..1 for this game, got 2"),
         ({"type": "reset", "data": [3]}, "VALIDATION_ERROR", "reset: 'data' must be a JSON object"),
@@ -207,13 +224,24 @@ def test_the_handshake_and_requests_are_refused_without_the_token_or_from_elsewh
     assert handshake(guarded, **AUTH).status_code == 101  # the same handshake, from here, opens
 
 
+def test_a_page_on_another_port_of_this_machine_cannot_open_a_session(server):
+    """Issue 41: the Origin's port was not checked, so without a token any page served from any local
+    port could drive the server. Only the server's own origin (or none, as non-browser clients send) opens."""
+    port = int(server.url.rsplit(":", 1)[1])
+    other = handshake(server, Origin=f"http://localhost:{port % 65535 + 1}")
+    assert other.status_code == 403 and "cross-site requests are refused" in other.json()["detail"]
+    assert handshake(server, Origin=f"http://localhost:{port}").status_code == 101
+    assert handshake(server).status_code == 101
+
+
 def test_http_bodies_are_checked_like_serves(server):
-    url = f"{server.url}/reset"
+    url, json_type = f"{server.url}/reset", {"Content-Type": "application/json"}
     cases = [
         (httpx.post(url, content=b'{"seed": 1}', headers={"Content-Type": "text/plain"}), 415, "Content-Type"),
         (httpx.post(url, json={"x": "y" * (1 << 20)}), 413, "larger than 1048576 bytes"),
-        (httpx.post(url, content=b"{", headers={"Content-Type": "application/json"}), 400, "not valid JSON"),
+        (httpx.post(url, content=b"{", headers=json_type), 400, "not valid JSON"),
         (httpx.post(url, json={"seed": -3}), 422, "reset: 'seed': input should be greater than or equal to 0"),
+        (httpx.post(url, content=b'{"seed": ' + b"9" * 5000 + b"}", headers=json_type), 422, "5000 digits, too large"),
     ]
     for answer, status, says in cases:
         assert answer.status_code == status and says in answer.json()["detail"]
@@ -235,14 +263,23 @@ def test_a_session_over_the_limit_is_refused_and_a_failing_opponent_keeps_its_up
     metadata = httpx.get(f"{guarded.url}/metadata", headers=AUTH).text
     assert guarded.upstream.split("//")[1] not in metadata and "against openai:m" in metadata
     assert guarded.upstream.split("//")[1] not in guarded.log()
-    deadline = time.monotonic() + 10  # the closed session's slot comes back (its close may still be under way)
-    while True:
-        with guarded.connect() as ws:
-            reply = ask(ws, {"type": "state"})
-        if reply["type"] == "state" or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert reply["type"] == "state"
+    with fresh_session(guarded):  # the closed session's slot comes back
+        pass
+
+
+def test_after_a_failed_reset_or_step_the_state_shows_no_episode(guarded):
+    """Issue 41: after a failed reset ``state`` still named its episode id and seed, not done, while
+    ``step`` answered that no game was in progress."""
+    with fresh_session(guarded) as (ws, no_episode):
+        failed = ask(ws, {"type": "reset", "data": {"seed": 5, "seat": 1, "episode_id": "e5"}})  # the opponent first
+        assert "upstream failed" in failed["data"]["message"]
+        assert ask(ws, {"type": "state"})["data"] == no_episode
+        assert no_episode["episode_id"] is None and no_episode["seed"] is None and no_episode["done"] is False
+        assert "no game in progress" in ask(ws, {"type": "step", "data": {"message": "[bet]"}})["data"]["message"]
+        ask(ws, {"type": "reset", "data": {"seed": 6, "seat": 0, "episode_id": "e6"}})  # the seat moves first
+        assert ask(ws, {"type": "state"})["data"]["episode_id"] == "e6"
+        assert "upstream failed" in ask(ws, {"type": "step", "data": {"message": "[bet]"}})["data"]["message"]
+        assert ask(ws, {"type": "state"})["data"] == no_episode
 
 
 @pytest.mark.parametrize(
@@ -253,6 +290,7 @@ def test_a_session_over_the_limit_is_refused_and_a_failing_opponent_keeps_its_up
         (["--env", "TwentyQuestions-v0", "--seat", "1"], "--seat: TwentyQuestions-v0 has seats 0..0, got 1"),
         (["--env", "KuhnPoker-v0", "--opponent", "nobody"], "--opponent: unknown agent spec"),
         (["--env", "KuhnPoker-v0", "--max-sessions", "0"], "--max-sessions: must be at least 1, got 0"),
+        (["--env", "KuhnPoker-v0", "--idle-timeout-s", "-1"], "--idle-timeout-s: must be a number of seconds >= 0"),
         (["--env", "KuhnPoker-v0", "--api-key", " "], "--api-key: is empty"),
     ],
 )
@@ -260,7 +298,6 @@ def test_the_command_refuses_bad_arguments_before_serving(args, says, capsys):
     assert main(["env-server", *args]) == 2
     err = capsys.readouterr().err
     assert says in err and err.startswith("spiral-arena env-server: error:") and err.count("\n") == 1
-
 
 
 def test_a_one_player_game_is_served_without_an_opponent_and_its_options_stay_out_of_sight():

@@ -191,7 +191,7 @@ def test_limits_are_one_line_before_anything_is_built(tmp_path, capsys, flags, m
     elapsed = time.perf_counter() - clock
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("spiral-arena: error: ") and message in err, err
+    assert err.startswith("spiral-arena leaderboard: error: ") and message in err, err
     assert elapsed < 5 and not db.exists()
 
 

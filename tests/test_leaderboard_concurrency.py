@@ -129,7 +129,7 @@ def test_a_bad_concurrency_is_one_line_and_plays_nothing(tmp_path, capsys, value
     args = ["leaderboard", "run", "--agents", "random,expert", "--games", "TicTacToe-v0", "--db", str(db)]
     assert cli_main([*args, f"--concurrency={value}", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"spiral-arena: error: --concurrency: must be a whole number of games >= 1, got {value!r}"
+    assert err == f"spiral-arena leaderboard: error: --concurrency: must be a whole number of games >= 1, got {value!r}"
     assert not db.exists()
     with pytest.raises(ValueError, match="concurrency must be an integer >= 1"):
         run(str(db), parse_entrants("random,expert"), ["TicTacToe-v0"], 2, concurrency=0)

@@ -271,7 +271,8 @@ def test_a_bad_price_is_one_line_before_any_game(tmp_path, capsys, bad):
     args = ["leaderboard", "run", "--agents", "random,expert", "--games", "TicTacToe-v0", "--db", str(db)]
     assert cli_main([*args, "--price", "ok=1/2", "--price", bad, "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"spiral-arena: error: --price {bad!r}: write MODEL=IN/OUT")
+    assert err.count("\n") == 1
+    assert err.startswith(f"spiral-arena leaderboard: error: --price {bad!r}: write MODEL=IN/OUT")
     assert "e.g. --price gpt-4o=2.5/10" in err and "'ok=1/2'" not in err
     assert list(tmp_path.iterdir()) == []  # nothing played, nothing written
 
@@ -289,7 +290,7 @@ def test_a_model_priced_twice_is_refused(tmp_path, capsys):
     args = ["leaderboard", "run", "--agents", "random,expert", "--db", str(db), "--price", "m=1/2", "--price", "m=1/3"]
     assert cli_main(args) == 2
     assert capsys.readouterr().err.strip() == (
-        "spiral-arena: error: --price: m priced more than once; give each model one price"
+        "spiral-arena leaderboard: error: --price: m priced more than once; give each model one price"
     )
     assert not db.exists()
 

@@ -187,7 +187,7 @@ def test_a_bad_pool_file_is_one_line_and_writes_nothing(tmp_path, capsys, case):
     pool, db = write_pool(tmp_path, text), tmp_path / "lb.sqlite"
     assert cli_main(["leaderboard", "run", "--reference-pool", str(pool), "--db", str(db), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"spiral-arena: error: --reference-pool {pool}: ") and err.count("\n") == 1, err
+    assert err.startswith(f"spiral-arena leaderboard: error: --reference-pool {pool}: ") and err.count("\n") == 1, err
     assert message in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pool.toml"]
 

@@ -308,7 +308,8 @@ def test_run_checks_its_inputs_before_playing_and_fails_when_games_failed(tmp_pa
     folder.mkdir()
     assert cli_main(["leaderboard", "run", "--agents", "random,expert", "--db", str(folder)]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"spiral-arena: error: --db {folder} is a directory; give a database file, e.g. {folder / 'leaderboard.sqlite'}"
+        f"spiral-arena leaderboard: error: --db {folder} is a directory; give a database file, "
+        f"e.g. {folder / 'leaderboard.sqlite'}"
     )
     db = tmp_path / "lb.sqlite"
     agents = "random#bogus=1,expert#alpha=2,openai:m@http://127.0.0.1:9/v1#temprature=0"

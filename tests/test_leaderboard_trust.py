@@ -291,14 +291,14 @@ def test_weighting_flag_reaches_the_overall_table(tmp_path, capsys):
 def test_bad_values_are_one_line_errors(flags, message, newcomer_db, tmp_path, capsys):
     assert cli_main(["leaderboard", "show", "--db", str(newcomer_db), *flags]) == 2
     captured = capsys.readouterr()
-    assert captured.err == f"spiral-arena: error: {message}\n" and captured.out == ""
+    assert captured.err == f"spiral-arena leaderboard: error: {message}\n" and captured.out == ""
     # run checks them before it plays or creates anything
     db = tmp_path / "new.sqlite"
     assert (
         cli_main(["leaderboard", "run", "--agents", "random,expert", "--games-per-pair", "2", "--db", str(db), *flags])
         == 2
     )
-    assert capsys.readouterr().err == f"spiral-arena: error: {message}\n" and not db.exists()
+    assert capsys.readouterr().err == f"spiral-arena leaderboard: error: {message}\n" and not db.exists()
 
 
 def test_compute_refuses_an_unknown_weighting():

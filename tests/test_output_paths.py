@@ -96,7 +96,7 @@ def test_run_refuses_an_unwritable_database_before_playing(tmp_path, existing, l
         result = spiral_arena("leaderboard", "run", *PLAY, "--db", str(db))
     finally:
         target.chmod(mode | 0o200)
-    refused(result, f"spiral-arena: error: --db {db} {reason.format(folder=folder)}")
+    refused(result, f"spiral-arena leaderboard: error: --db {db} {reason.format(folder=folder)}")
     assert "not a usable leaderboard database" not in result.stderr
     assert fingerprint(folder) == before  # no game played, nothing made
 
@@ -118,7 +118,7 @@ def test_collect_sft_and_eval_refuse_unwritable_outputs_before_any_work(tmp_path
     evaluation = read_only / "eval"
     model = "openai:m@http://127.0.0.1:9/v1"  # loopback, never asked: the check comes first
     result = spiral_arena("eval", "--model", model, "--benchmarks", "math500", "--output-dir", str(evaluation))
-    refused(result, f"spiral-arena: error: --output-dir {evaluation} {reason}")
+    refused(result, f"spiral-arena eval: error: --output-dir {evaluation} {reason}")
     assert list(read_only.iterdir()) == []
 
 

@@ -241,6 +241,11 @@ def test_a_leaderboard_through_serve_plays_the_same_games_at_any_concurrency(ran
         (b'{"messages": [{"role": "user", "content": "x"}], "spiral_info": [1]}', 400, "'spiral_info' must be"),
         (b'{"messages": [{"role": "user", "content": "x"}], "seed": "7"}', 400, "'seed' must be a whole number"),
         (b'{"messages": [{"role": "user", "content": "x"}], "seed": -1}', 400, "'seed' must be a whole number"),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}], "seed": ' + b"9" * 5000 + b"}",
+            400,
+            "'seed' is a number of 5000 digits, too large",
+        ),
         (b'{"messages": [{"role": "user", "content": "hello"}]}', 422, "Legal actions: [a], [b]."),
     ],
 )
@@ -317,8 +322,9 @@ def post(server: Server, content: bytes, **headers: str) -> httpx.Response:
 
 
 def test_web_pages_cannot_use_the_server(random_server):
-    """A cross-site form or fetch (text/plain, a foreign Origin) and DNS rebinding (a foreign Host) are
-    refused; the server's own clients (JSON, loopback Host, no Origin) are answered."""
+    """A cross-site form or fetch (text/plain, a foreign Origin, a page on another port of this machine)
+    and DNS rebinding (a foreign Host) are refused; the server's own clients (JSON, loopback Host, no
+    Origin or its own) are answered."""
     body = json.dumps(PLAY).encode()
     assert post(random_server, body, **{"Content-Type": "application/json"}).status_code == 200
     refused = post(random_server, body, **{"Content-Type": "text/plain"})
@@ -327,7 +333,10 @@ def test_web_pages_cannot_use_the_server(random_server):
     assert cross_site.status_code == 403 and "cross-site" in cross_site.json()["error"]["message"]
     rebound = post(random_server, body, **{"Content-Type": "application/json", "Host": "evil.example:8000"})
     assert rebound.status_code == 403 and "--allow-host evil.example" in rebound.json()["error"]["message"]
-    same_site = post(random_server, body, **{"Content-Type": "application/json", "Origin": "http://localhost:3000"})
+    port = int(random_server.url.split(":")[2].split("/")[0])
+    other_port = {"Content-Type": "application/json", "Origin": f"http://localhost:{port % 65535 + 1}"}
+    assert post(random_server, body, **other_port).status_code == 403  # issue 41: the port was not checked
+    same_site = post(random_server, body, **{"Content-Type": "application/json", "Origin": f"http://localhost:{port}"})
     assert same_site.status_code == 200
 
 

@@ -489,7 +489,7 @@ def test_cli_training_output_summary_and_resume(tmp_path, capsys):
     assert cli_main(["train", *short, f"--output-dir={hurried}"]) == 0
     captured = capsys.readouterr()
     assert "STOPPED EARLY by time_limit_s=0.001 at step 1 of 4" in captured.err
-    assert "stopped by the time limit before step 4" in captured.out
+    assert "No evaluation ran: time_limit_s=0.001 passed first (checkpoints/step_000001)" in captured.out
     assert rows(hurried)[-1]["step"] == 1 and rows(hurried)[-1]["stopped_by_time_limit"] == 1.0
 
     empty = tmp_path / "empty"

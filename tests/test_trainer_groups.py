@@ -416,16 +416,19 @@ def test_a_bare_twenty_questions_game_gets_the_recap_the_tiny_recipe_reads(caplo
 
 def test_the_time_limit_covers_the_warm_start(tmp_path, capsys):
     """Issue 26: --time-limit-s did not stop a long warm start. It now counts from the start of the run:
-    SFT stops early, one RL step follows, and the run ends with its evaluation and checkpoint."""
+    SFT stops early, one RL step follows, and the run ends with its checkpoint; the evaluations the limit has
+    passed are skipped, each said in one line (issue 41: the limit bounds the whole run)."""
     out = tmp_path / "run"
     settings = {**SMALL, "algo": "starpo", "output_dir": str(out), "eval_at_start": False, "plots": False}
     train(TrainConfig.build({**settings, "sft_steps": 100_000, "steps": 50, "time_limit_s": 3}), progress=False)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert 1 <= rows[0]["sft/steps"] < 100_000
     assert [r["step"] for r in rows] == [0, 1] and rows[1]["stopped_by_time_limit"] == 1.0
-    assert f"eval/{CLOSED_WORLD}/mean_at_1" in rows[1] and (out / "checkpoints" / "step_000001").is_dir()
+    assert f"eval/{CLOSED_WORLD}/mean_at_1" not in rows[1] and rows[1]["eval_skipped_by_time_limit"] == 1.0
+    assert (out / "checkpoints" / "step_000001").is_dir()
     err = capsys.readouterr().err
     assert "the warm start stopped at SFT step" in err and "STOPPED EARLY by time_limit_s=3 at step 1 of 50" in err
+    assert "the evaluation of step 1 was skipped: time_limit_s=3 has passed" in err
 
 
 def test_naming_records_name_a_noun_that_fits_with_the_opening_as_context():

@@ -270,7 +270,7 @@ def test_the_opponent_error_mentions_self(capsys, workdir):
 
 def test_good_opponents_are_accepted_without_loading_anything(workdir):
     (workdir / "model").mkdir()
-    (workdir / "model" / "config.json").write_text("{}")  # what makes a directory a model, unread here
+    (workdir / "model" / "config.json").write_text('{"model_type": "llama"}')  # read, no weights loaded
     config = TrainConfig.build(
         {
             "opponent": f"hf:{workdir / 'model'}",
@@ -297,7 +297,7 @@ def test_device_syntax_only_is_checked():
 def test_output_dir_that_is_a_file(capsys, workdir):
     (workdir / "taken").write_text("x")
     err = refused(capsys, workdir, "--output-dir", str(workdir / "taken"), entry=lambda a: cli.main(["train", *a]))
-    assert f"output_dir: {workdir / 'taken'} exists and is not a directory" in err
+    assert f"output_dir: {workdir / 'taken'} is a file; give a directory" in err
 
 
 def test_resume_without_an_output_dir(capsys, workdir):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import sys
 import zipfile
 from collections.abc import Callable
@@ -23,7 +22,7 @@ import numpy as np
 import torch
 
 from spiral_arena.models import Sampling
-from spiral_arena.models.checkpoints import SETTINGS_FILE, games_record
+from spiral_arena.models.checkpoints import SETTINGS_FILE, files_problem, games_record
 from spiral_arena.registry import GameSpec
 
 STATE_FILE = "trainer_state.pt"
@@ -87,39 +86,18 @@ def save(
     return final
 
 
-def _safetensors_problem(path: Path) -> str | None:
-    """What is wrong with a ``.safetensors`` file, read from its header alone (no tensor is loaded)."""
-    size = path.stat().st_size
-    try:
-        with path.open("rb") as handle:
-            (length,) = struct.unpack("<Q", handle.read(8))
-            header = json.loads(handle.read(length)) if 8 + length <= size else None
-    except (struct.error, ValueError):
-        return "has no readable safetensors header"
-    if header is None:
-        return f"is truncated ({size} bytes, less than its {length}-byte header)"
-    ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
-    expected = 8 + length + max(ends, default=0)
-    if size < expected:
-        return f"is truncated ({size} of {expected} bytes)"
-    return None if size == expected else f"is {size - expected} bytes longer than its header says"
-
-
 def problem(path: Path) -> str | None:
     """Why the checkpoint directory ``path`` cannot be resumed from, naming the file ("<file> is
-    missing", "<file> is truncated (N of M bytes)"), or None when it is complete."""
+    missing", "<file> is truncated (N of M bytes)", "<file> is not valid JSON ..."), or None when it is
+    complete."""
     for name in (SETTINGS_FILE, STATE_FILE):
         if not (path / name).is_file():
             return f"{path / name} is missing"
     if not zipfile.is_zipfile(path / STATE_FILE):  # torch.save writes a zip archive; a cut one lacks its end
         return f"{path / STATE_FILE} is truncated or not a torch checkpoint"
-    weights = sorted(path.glob("*.safetensors"))
-    if not weights:
+    if not any(path.glob("*.safetensors")):
         return f"{path} holds no model weights (*.safetensors)"
-    for file in weights:
-        if (why := _safetensors_problem(file)) is not None:
-            return f"{file} {why}"
-    return None
+    return files_problem(path)  # its JSON files (config, tokenizer, settings) and each weights file's header
 
 
 def scan(directory: Path) -> tuple[Path | None, list[str]]:

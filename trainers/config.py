@@ -33,14 +33,19 @@ class TrainConfig:
     judge at $OPENAI_BASE_URL), or "auto": tiny when model is "tiny", else spiral. Flags and config keys
     override the recipe's values."""
     output_dir: str = ""
-    """Where everything goes; default runs/<timestamp>."""
+    """Where everything goes; default runs/<timestamp>. A directory that holds a run is trained into only
+    with resume (continue it) or overwrite (replace it)."""
     seed: int = 0
     """Seed of every random stream (model init, sampling, games, evaluation)."""
     resume: bool = False
     """Continue from the latest checkpoint in output_dir."""
+    overwrite: bool = False
+    """Replace the run in output_dir: its files (config, logs, checkpoints, warm start, plots) are removed
+    first, so no checkpoint of the old run survives; other files there stay."""
     time_limit_s: float = 0.0
-    """Stop (with a final evaluation and checkpoint) after this many seconds of the whole run, warm start
-    included (SFT stops early, then one RL step runs); 0 = no limit."""
+    """Bound the whole run, warm start included, to about this many seconds (0 = no limit): the warm start
+    stops at the limit, one RL step follows, and an evaluation the limit has passed is skipped (said in one
+    line); the run ends within the limit plus one step, with a checkpoint."""
 
     # --- model and backend ---------------------------------------------------------------
     model: str = "tiny"

@@ -30,7 +30,7 @@ from spiral_arena.agents import make_agent
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.play import reading
-from trainers import checkpoint
+from trainers import checkpoint, rundir
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, gather_states, optimizer_loader, select_device, shard
 from trainers.evaluate import NOTES, eval_line, evaluate, final_summary, reasoning
@@ -53,6 +53,18 @@ from trainers.sft import play_transcripts, sft, sft_games
 logger = logging.getLogger(__name__)
 
 
+SKIPPED = (
+    "the evaluation of {what} was skipped: time_limit_s={limit:g} has passed (evaluate its checkpoint with "
+    "spiral-arena play or leaderboard)"
+)
+
+
+def late(deadline: float | None, ddp: Distributed) -> bool:
+    """Whether the time limit has passed, the same answer on every rank (so all stop, or skip, together)."""
+    passed = deadline is not None and time.monotonic() >= deadline
+    return bool(ddp.sum([float(passed)])[0])
+
+
 def train(config: TrainConfig, progress: bool = True) -> Path:
     from transformers.utils import logging as transformers_logging
 
@@ -67,8 +79,12 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         raise ValueError("fsdp shards the model over torchrun ranks: run it under torchrun with 2 or more processes")
     run_dir = Path(ddp.gather(config.output_dir or f"runs/{datetime.now():%Y%m%d-%H%M%S}")[0])
     if ddp.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
+        if config.overwrite and (removed := rundir.clear(run_dir)):
+            print(f"removed the run in {run_dir} (overwrite): {', '.join(p.name for p in removed)}")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"output_dir {run_dir} cannot be made: {error.strerror or error}") from error
     torch.manual_seed(config.seed)
     # One random stream per rollout shard (rank r plays shards r, r + world, ...), one for the learner.
     shards = list(range(ddp.rank, config.rollout_shards, ddp.world))
@@ -89,6 +105,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     model, tokenizer, model_path = load_model(config, run_dir, previous, device)
     stops = stop_token_ids(tokenizer, model.generation_config)
     engine = make_engine(config, model, tokenizer, model_path, stops)
+    if ddp.main:  # only now: a run that cannot start leaves a resumed run's config as it was
+        (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
     policy = Policy(engine, tokenizer, config.prompt_template, stops, thinking=config.thinking)
     envs = EnvPool()
     opponent = None if config.opponent == "self" else make_agent(config.opponent)
@@ -179,7 +197,14 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
 
     started = time.monotonic()
     bar = progress_bar(config, start, progress and ddp.main)
-    if previous is None and config.eval_at_start and (ddp.main or config.fsdp):  # the warm start's own numbers
+    evaluate_start = previous is None and config.eval_at_start
+    if evaluate_start and late(deadline, ddp):  # the warm start used the time: the limit bounds the run
+        evaluate_start = False
+        if ddp.main:
+            print(
+                f"WARNING: {SKIPPED.format(what='the warm start (step 0)', limit=config.time_limit_s)}", file=sys.stderr
+            )
+    if evaluate_start and (ddp.main or config.fsdp):  # the warm start's own numbers
         with autocast(config, device):
             scores = evaluate(model, policy, config, specs, play=ddp.main)
         if ddp.main:
@@ -285,12 +310,14 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         if pool is not None:
             metrics["pool/snapshots"] = len(pool.snapshots)
             metrics["pool/games_share"] = sum(g.snapshot_step is not None for g in results) / max(1, len(results))
-        out_of_time = deadline is not None and time.monotonic() >= deadline
-        out_of_time = bool(ddp.sum([float(out_of_time)])[0])  # all ranks stop at the same step
+        out_of_time = late(deadline, ddp)
         last = step == config.steps or out_of_time
         if out_of_time and step < config.steps:  # a safety stop, not the plan: say so where it is read
             metrics["stopped_by_time_limit"] = 1.0
-        if (step % config.eval_every == 0 or last) and (ddp.main or config.fsdp):
+        due = step % config.eval_every == 0 or last
+        if due and out_of_time:  # the limit bounds the whole run: its checkpoint is saved, its evaluation not run
+            metrics["eval_skipped_by_time_limit"] = 1.0
+        elif due and (ddp.main or config.fsdp):
             with autocast(config, device):  # under FSDP every rank joins the scoring forward passes
                 scores = evaluate(model, policy, config, specs, play=ddp.main)
                 if ddp.main and config.eval_reasoning:  # maths and science questions, through the policy's engine
@@ -332,8 +359,13 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             "the final numbers are from a shorter run than configured and depend on this machine's speed",
             file=sys.stderr,
         )
-    if ddp.main and progress:
+    skipped = step > start and out_of_time and due  # the last step's evaluation, cut by the time limit
+    if ddp.main and skipped:
+        print(f"WARNING: {SKIPPED.format(what=f'step {step}', limit=config.time_limit_s)}", file=sys.stderr)
+    if ddp.main and progress and (log.last_eval or not skipped):
         print(final_summary(log.last_eval, step, time.monotonic() - started, config, trained_labels))
+    elif ddp.main and progress:
+        print(f"\nNo evaluation ran: time_limit_s={config.time_limit_s:g} passed first (checkpoints/step_{step:06d})")
     if config.plots and ddp.main:
         from trainers.plots import plot_run
 

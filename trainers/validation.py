@@ -15,7 +15,9 @@ from typing import Any
 from spiral_arena.agents import model_path_problem, spec_problem
 from spiral_arena.core.observations import OBS_FORMATS
 from spiral_arena.evals.data import DataError, load_benchmark
+from spiral_arena.outputs import write_problem
 from spiral_arena.registry import GameSpec, env_id_problem
+from trainers import rundir
 
 
 class ConfigError(ValueError):
@@ -234,6 +236,20 @@ def _game_problems(games: str, obs_format: str) -> list[str]:
     return [problem for item in items if (problem := env_id_problem(item, obs_format))]
 
 
+def _run_problem(config: Any) -> str | None:
+    """A directory holding a run is trained into only to continue it (resume) or replace it (overwrite)."""
+    if config.resume and config.overwrite:
+        return "resume continues the run there and overwrite replaces it: give one of them"
+    held = rundir.run_files(config.output_dir)
+    if held and not (config.resume or config.overwrite):
+        shown = ", ".join(p.name for p in held[:4]) + (", ..." if len(held) > 4 else "")
+        return (
+            f"{config.output_dir} holds a run ({shown}): add --resume to continue it, --overwrite to replace it "
+            "(its files are removed first), or choose another output_dir"
+        )
+    return None
+
+
 def _algo_problems(algo: str, games: str, opponent: str) -> list[str]:
     """Group algorithms train a single player against its own group: every game must have one
     player, and delta-belief needs a secret to measure belief in (Twenty Questions)."""
@@ -333,6 +349,8 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
     for name in ("games", "eval_env_ids", "sft_games"):
         if name not in bad:
             found += [(name, problem) for problem in _game_problems(getattr(config, name), obs_format)]
+    if "games" not in bad and not count_entries(config.games):
+        found.append(("games", f"no games given in {config.games!r}; give env ids, e.g. KuhnPoker-v0,TicTacToe-v0"))
     if not bad & {"games", "game_weights"} and config.game_weights:
         problem = _weights_problem(config.game_weights, count_entries(config.games))
         if problem is not None:
@@ -354,9 +372,11 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
             problem = _agent_problem(spec)
             if problem is not None:
                 found.append(("eval_opponents", problem))
-    if "output_dir" not in bad and config.output_dir and Path(config.output_dir).exists():
-        if not Path(config.output_dir).is_dir():
-            found.append(("output_dir", f"{config.output_dir} exists and is not a directory"))
+    if "output_dir" not in bad and config.output_dir:
+        if (problem := write_problem(config.output_dir, directory=True)) is not None:
+            found.append(("output_dir", f"{config.output_dir} {problem}"))
+        elif not bad & {"resume", "overwrite"} and (problem := _run_problem(config)) is not None:
+            found.append(("output_dir", problem))
     if not bad & {"algo", "games", "opponent"} and config.algo != "rae":
         found += [("algo", problem) for problem in _algo_problems(config.algo, config.games, config.opponent)]
     if not bad & {"algo", "opponent", "opponent_pool"} and config.opponent_pool:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from spiral_arena.agents.base import Agent
 from spiral_arena.llm import KEY_ENV_OPTION, PROVIDERS, key_variable_problem, safe_url
+from spiral_arena.models.checkpoints import ADAPTER_FILE, files_problem
 from spiral_arena.registry import looks_like_secret, option_value
 
 SIMPLE_KINDS = ("random", "expert", "human")
@@ -95,11 +96,12 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the Hugging 
 def model_path_problem(path: str, hub: bool = True) -> str | None:
     """What is wrong with a model location, found before anything loads (None when it looks right):
     a transformers model or training checkpoint directory (config.json, or adapter_config.json for
-    a LoRA checkpoint), or, with ``hub``, a hub id such as Qwen/Qwen3-4B-Base (downloaded on first use)."""
+    a LoRA checkpoint) whose files read whole (``files_problem``), or, with ``hub``, a hub id such as
+    Qwen/Qwen3-4B-Base (downloaded on first use)."""
     local = Path(path).expanduser()
     if local.is_dir():
-        if (local / "config.json").is_file() or (local / "adapter_config.json").is_file():
-            return None
+        if (local / "config.json").is_file() or (local / ADAPTER_FILE).is_file():
+            return files_problem(local)  # damaged files, named, rather than a traceback from the loader
         return f"{path} holds no config.json: not a transformers model or checkpoint directory"
     if local.exists():
         return f"{path} is a file; give a model directory"
@@ -168,7 +170,7 @@ def split_options(text: str) -> tuple[str, dict[str, Any]]:
                 f"environment variables (e.g. OPENAI_API_KEY, or the one a spec names with #{KEY_ENV_OPTION}=VAR)"
             )
         if key in options:
-            raise ValueError(f"option {key!r} is given twice in agent spec {masked(spec)!r}")
+            raise ValueError(f"option {key!r} is given twice in agent spec {masked(spec)!r}; give each option once")
         options[key] = value if key == KEY_ENV_OPTION else option_value(value)
     return spec.strip(), options
 

@@ -246,5 +246,5 @@ def main(args: argparse.Namespace) -> int:
     try:
         return commands[args.eval_command](args)
     except ImportError as error:
-        print(f"spiral-arena: error: {error}", file=sys.stderr)
+        print(f"spiral-arena eval: error: {error}", file=sys.stderr)
         return 2

@@ -19,26 +19,34 @@ a fresh game). OpenEnv's HTTP ``/step`` and ``/state`` step a freshly built env,
 for a game, so here they answer 409 naming ``/ws``. No MCP endpoint and no ``/openapi.json``, so
 ``openenv validate --url`` passes its health, metadata and schema checks only; its clients use neither.
 
-Hardening, as ``serve``: loopback by default; the Host and Origin checks and the optional bearer
-token (constant-time compare) apply to every request and to the WebSocket handshake (refused with
-403/401 before it opens); bodies and frames are capped at ``MAX_BODY_BYTES``; at most
-``max_sessions`` episodes at once (more get a ``CAPACITY_REACHED`` error and a close). Bad input is
-answered with one sentence (HTTP: a 4xx ``{"detail": ...}``; WebSocket: an error frame), never a
-traceback. ``/metadata`` and ``state`` name the bare env id, never its options (Twenty Questions'
+Hardening, as ``serve``: loopback by default; the Host and Origin checks (the Origin's port included)
+and the optional bearer token (constant-time compare) apply to every request and to the WebSocket
+handshake (refused with 403/401 before it opens); bodies and frames are capped at ``MAX_BODY_BYTES``.
+At most ``max_sessions`` sessions at once, WebSocket episodes and stateless resets alike, each with a
+thread of its own (more get a ``CAPACITY_REACHED`` error frame and close 1013, or an HTTP 503); a
+WebSocket session that sends nothing for ``idle_timeout_s`` is closed (1001, saying why) to free its
+slot. Bad input is answered with one sentence (HTTP: a 4xx ``{"detail": ...}``; WebSocket: an error
+frame), never a traceback. ``/metadata`` and ``state`` name the bare env id, never its options (Twenty Questions'
 ``secret`` is the answer), and a served API opponent's upstream address and error text stay out.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import itertools
 import logging
+import math
 import sys
 import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import CapacityLimiter, to_thread
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -49,6 +57,7 @@ from spiral_arena.registry import GameSpec
 from spiral_arena.serve import (
     LOOPBACK_NAMES,
     MAX_BODY_BYTES,
+    NumberTooLong,
     RequestError,
     host_names,
     parse_body,
@@ -60,6 +69,7 @@ from spiral_arena.serve import (
 from spiral_arena.wrappers.gym import OpponentEnv
 
 MAX_SESSIONS = 32
+IDLE_TIMEOUT_S = 300.0  # a WebSocket session silent this long is closed, so idle clients cannot hold every slot
 NO_HTTP_EPISODE = (
     "HTTP requests carry no episode (OpenEnv's HTTP /step and /state act on a fresh env); play over the "
     "WebSocket at /ws, as OpenEnv's EnvClient does: reset, then step"
@@ -184,20 +194,31 @@ class Session:
         )
         return state.model_dump()
 
+    def close(self) -> None:
+        """Close the opponents' connections (an API opponent's HTTP client) now, not when collected."""
+        for env in self.envs.values():
+            close = getattr(env.opponent, "close", None)
+            if close is not None:
+                close()
+
     def _play(self, move: Any) -> Any:
-        """``move(text_env)``; a failure abandons the episode (the opponent may be mid-turn)."""
+        """``move(text_env)``; a failure abandons the episode (the opponent may be mid-turn), so ``state``
+        then shows none, as ``step`` answers."""
         try:
             return move(self.text_env)
         except APIError as error:  # its text may hold the upstream's address and words: not for clients
-            self.text_env = None
+            self._abandon()
             status = f" (HTTP {error.status})" if error.status else ""
             message = f"the opponent's upstream failed{status}; the game was abandoned, send reset"
             raise EpisodeError(message, status=502) from None
         except Exception as error:
-            self.text_env = None
+            self._abandon()
             _log.exception("env-server: a game failed")
             message = f"the game failed ({type(error).__name__}); it was abandoned, send reset (see the server log)"
             raise EpisodeError(message, status=500) from None
+
+    def _abandon(self) -> None:
+        self.text_env, self.episode_id, self.seed, self.steps = None, None, None, 0
 
 
 def observation_payload(text: str, info: dict[str, Any], reward: float | None, done: bool) -> dict[str, Any]:
@@ -258,12 +279,18 @@ def create_env_app(
     api_key: str | None = None,
     allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
     max_sessions: int = MAX_SESSIONS,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> FastAPI:
     """The ASGI app serving ``env_id`` from ``seat`` with ``opponent`` (an agent spec; each session
     builds its own) in the other seat; one-player games take none. ``api_key``, ``allowed_hosts``: as
-    ``serve.create_app``. ValueError/TypeError if the game, seat or opponent is refused."""
+    ``serve.create_app``. ``max_sessions``: WebSocket sessions and stateless resets under way at once;
+    ``idle_timeout_s``: how long a WebSocket session may send nothing before it is closed (0: no limit).
+    The open sessions are ``app.state.sessions``. ValueError/TypeError if the game, seat or opponent is
+    refused."""
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+    if not (math.isfinite(idle_timeout_s) and idle_timeout_s >= 0):
+        raise ValueError(f"idle_timeout_s must be a number of seconds >= 0 (0: no limit), got {idle_timeout_s!r}")
     probe = make_text_env(env_id, seat=seat, opponent=opponent)  # refuses a bad id, seat or opponent now
     opponent = opponent if probe.opponent is not None else None
     game_spec = GameSpec.parse(env_id)
@@ -281,13 +308,41 @@ def create_env_app(
         "observation": ArenaObservation.model_json_schema(),
         "state": ArenaState.model_json_schema(),
     }
-    sessions = {"open": 0}
     app = FastAPI(title="spiral-arena env-server", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(Guard, allowed_hosts=allowed_hosts, api_key=api_key)
+    sessions: dict[int, Session | None] = {}  # open now, by number; None while it is being built
+    app.state.sessions = sessions
+    numbers = itertools.count()
+    idle = f"idle for {idle_timeout_s:g} s: closed to free its slot; connect again to play"
+
+    @functools.cache
+    def threads() -> CapacityLimiter:  # made on first use, in the event loop (anyio before 4.2 needs one)
+        return CapacityLimiter(max_sessions)  # a session uses one thread at a time: none waits for another's
+
+    async def in_thread(function: Callable[..., Any], *args: Any) -> Any:
+        return await to_thread.run_sync(function, *args, limiter=threads())
+
+    @asynccontextmanager
+    async def open_session() -> AsyncIterator[Session]:
+        """A new session in a free slot, closed and its slot given back on leaving; EpisodeError
+        ``CAPACITY_REACHED`` (HTTP 503: the server's capacity, not this client's rate) when all are taken."""
+        if len(sessions) >= max_sessions:
+            message = f"the server is at its limit of {max_sessions} sessions; close one or try again later"
+            raise EpisodeError(message, "CAPACITY_REACHED", 503)
+        number, session = next(numbers), None
+        sessions[number] = None
+        try:
+            session = sessions[number] = await in_thread(Session, env_id, seat, opponent)
+            yield session
+        finally:
+            del sessions[number]
+            if session is not None:
+                session.close()
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, error: RequestError) -> JSONResponse:
-        return JSONResponse({"detail": error.message}, status_code=error.status)
+        status = 422 if isinstance(error, NumberTooLong) else error.status  # valid JSON, a field out of range
+        return JSONResponse({"detail": error.message}, status_code=status)
 
     @app.exception_handler(EpisodeError)
     async def episode_error(request: Request, error: EpisodeError) -> JSONResponse:
@@ -307,10 +362,11 @@ def create_env_app(
 
     @app.post("/reset")
     async def http_reset(request: Request) -> dict[str, Any]:
-        """Stateless, as in OpenEnv: the first observation of a fresh game (an empty body is {})."""
+        """Stateless, as in OpenEnv: the first observation of a fresh game (an empty body is {}). It holds
+        a session slot while it plays, so resets with a slow opponent cannot crowd out the WebSocket."""
         data = reset_data({} if request.headers.get("content-length") == "0" else await read_json(request))
-        session = await run_in_threadpool(Session, env_id, seat, opponent)
-        return await run_in_threadpool(session.reset, data)
+        async with open_session() as session:
+            return await in_thread(session.reset, data)
 
     @app.post("/step")
     @app.get("/state")
@@ -320,27 +376,26 @@ def create_env_app(
     @app.websocket("/ws")
     async def play(websocket: WebSocket) -> None:
         await websocket.accept()
-        if sessions["open"] >= max_sessions:
-            message = f"the server is at its limit of {max_sessions} sessions; close one or try again later"
-            await websocket.send_json(error_frame(message, "CAPACITY_REACHED"))
-            await websocket.close(code=1013)  # try again later
-            return
-        sessions["open"] += 1
         try:
-            session = await run_in_threadpool(Session, env_id, seat, opponent)
-            while True:
-                message = await websocket.receive()
-                if message["type"] == "websocket.disconnect":
-                    return
-                reply = await answer(session, message)
-                if reply is None:
-                    await websocket.close(code=1000)
-                    return
-                await websocket.send_json(reply)
+            async with open_session() as session:
+                while True:
+                    try:
+                        message = await asyncio.wait_for(websocket.receive(), idle_timeout_s or None)
+                    except TimeoutError:
+                        await websocket.close(code=1001, reason=idle)  # going away, as proxies close idle sockets
+                        return
+                    if message["type"] == "websocket.disconnect":
+                        return
+                    reply = await answer(session, message)
+                    if reply is None:
+                        await websocket.close(code=1000)
+                        return
+                    await websocket.send_json(reply)
+        except EpisodeError as error:  # open_session's CAPACITY_REACHED (answer() turns the others into frames)
+            await websocket.send_json(error_frame(error.message, error.code))
+            await websocket.close(code=1013)  # try again later
         except WebSocketDisconnect:  # the client left while we answered
             return
-        finally:
-            sessions["open"] -= 1
 
     async def answer(session: Session, message: dict[str, Any]) -> dict[str, Any] | None:
         """The reply to one frame (None for ``close``)."""
@@ -350,7 +405,9 @@ def create_env_app(
         try:
             body = parse_body(text.encode(), "the message")
         except RequestError as error:
-            return error_frame(error.message, "INVALID_JSON")
+            return error_frame(
+                error.message, "VALIDATION_ERROR" if isinstance(error, NumberTooLong) else "INVALID_JSON"
+            )
         valid = "send reset, step, state or close"
         if not isinstance(body, dict):
             why = f"a message must be a JSON object with a 'type' and its 'data'; {valid}"
@@ -364,10 +421,10 @@ def create_env_app(
                 raise invalid(f"{kind}: unknown key {extra[0]!r}; a message holds 'type' and 'data'")
             if kind == "reset":
                 data = reset_data(body.get("data", {}))
-                return frame("observation", await run_in_threadpool(session.reset, data))
+                return frame("observation", await in_thread(session.reset, data))
             if kind == "step":
                 action = step_action(body.get("data"))
-                return frame("observation", await run_in_threadpool(session.step, action))
+                return frame("observation", await in_thread(session.step, action))
             if kind == "state":
                 return frame("state", session.state())
         except EpisodeError as error:
@@ -386,13 +443,16 @@ def env_serve(
     api_key: str | None = None,
     allow_hosts: tuple[str, ...] = (),
     max_sessions: int = MAX_SESSIONS,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> None:
     """Run the env server until interrupted (uvicorn, one process), answering the Host names of
     ``host_names``; WebSocket frames over ``MAX_BODY_BYTES`` close the connection (1009)."""
     import uvicorn
 
     allowed = host_names(host, allow_hosts)
-    app = create_env_app(env_id, seat, opponent, api_key=api_key, allowed_hosts=allowed, max_sessions=max_sessions)
+    app = create_env_app(
+        env_id, seat, opponent, api_key, allowed, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s
+    )
     label = f"{GameSpec.parse(env_id).env_id} (seat {seat})"
     for message in startup_messages(host, port, label, api_key, allowed, path=""):
         print(message, file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ it prompts and samples it the same way and shows it each game in the text it tra
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,66 @@ DEFAULT_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}  # 
 TRAINED_KINDS = ("spiral-arena checkpoint", "spiral-arena sft")  # what trainers write: they record their games
 # what an agent spec may set in place of the record (hf:PATH#board=grid): the format, prompt and every game's text
 READ_OPTIONS = ("obs_format", "prompt_template", "thinking", *TEXT_OPTIONS)
+
+
+# the JSON files a model directory may hold: each must parse (to an object) before anything loads
+JSON_FILES = ("config.json", ADAPTER_FILE, SETTINGS_FILE, "generation_config.json", "tokenizer.json",
+              "tokenizer_config.json", "special_tokens_map.json", "model.safetensors.index.json")  # fmt: skip
+
+
+def files_problem(path: str | Path) -> str | None:
+    """What is wrong with a model directory's files, read before anything loads them, naming the file:
+    a JSON file that does not parse or is not an object, a ``config.json`` whose ``model_type`` this
+    transformers does not know, a ``.safetensors`` file whose header does not match its size (a cut copy).
+    None when the files look whole. transformers' own errors for these are tracebacks without the file."""
+    path = Path(path)
+    for name in JSON_FILES:
+        file = path / name
+        if not file.is_file():
+            continue
+        try:
+            data = json.loads(file.read_text())
+        except (ValueError, UnicodeDecodeError) as error:
+            return f"{file} is not valid JSON ({error}): the file is damaged or cut short"
+        if not isinstance(data, dict):
+            return f"{file} holds a JSON {type(data).__name__}, not an object: it is not a {name} transformers reads"
+        if name == "config.json" and "auto_map" not in data:  # (a model with its own code names its classes)
+            if (problem := _model_type_problem(data.get("model_type"))) is not None:
+                return f"{file}: {problem}"
+    for file in sorted(path.glob("*.safetensors")):
+        if (why := safetensors_problem(file)) is not None:
+            return f"{file} {why}"
+    return None
+
+
+def _model_type_problem(model_type: Any) -> str | None:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # only for a local model
+
+    if not isinstance(model_type, str) or not model_type:
+        return "has no model_type: not a transformers model config"
+    if model_type not in CONFIG_MAPPING_NAMES:
+        import transformers
+
+        return f"model_type {model_type!r} is unknown to the installed transformers {transformers.__version__}"
+    return None
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a ``.safetensors`` file, read from its header alone (no tensor is loaded)."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length)) if 8 + length <= size else None
+    except (struct.error, ValueError):
+        return "has no readable safetensors header"
+    if header is None:
+        return f"is truncated ({size} bytes, less than its {length}-byte header)"
+    ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+    expected = 8 + length + max(ends, default=0)
+    if size < expected:
+        return f"is truncated ({size} of {expected} bytes)"
+    return None if size == expected else f"is {size - expected} bytes longer than its header says"
 
 
 def read_settings(path: str | Path) -> dict[str, Any]:
