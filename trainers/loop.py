@@ -15,6 +15,7 @@ import copy
 import json
 import logging
 import math
+import re
 import sys
 import time
 import warnings
@@ -282,7 +283,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             model, reference, optimizer, trained, (total_trained, total_tokens), config, learner_rng, device, ddp
         )
         with warnings.catch_warnings():  # a step with nothing to train (all advantages 0) skips optimizer.step()
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+            warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
             scheduler.step()
         t_sync = time.monotonic()
         engine.load_weights(model)  # the engine samples the next rollouts from the updated weights

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# The tiny CPU recipe: short "last message" prompts, one-line answers, ~1,300 turns per step with
+# The tiny CPU recipe: short "last message" prompts, one-line answers, ~1,350 turns per step with
 # Kuhn four times as often as TicTacToe, a cosine-decayed learning rate and a KL anchor to the warm start
 # so the ~170k-parameter model does not collapse; a warm start on position-dependent random play, so it
 # does not start card-blind. TicTacToe is written in the ``lines`` layout (each empty cell with every line
@@ -19,8 +19,9 @@ from typing import Any
 # calling with the Queen is always right, and the policy settled on them (exploitability ~0.20). A fixed 200
 # steps (at 160 one seed's last policy lost 5% of its TicTacToe games against the expert to invalid answers),
 # the time limit only a safety stop; 200 evaluation games per seat and opponent on the training games, a
-# checkpoint at every evaluation. SPIRAL's third game, SimpleNegotiation, trains beside them (one game in six,
-# Kuhn four: a negotiation is ten turns and a Kuhn hand two or three, so the turns split about 36/26/38), with
+# checkpoint at every evaluation. SPIRAL's third game, SimpleNegotiation, trains beside them (two games in seven,
+# Kuhn four: a negotiation is ten turns and a Kuhn hand two or three, so the turns split about 26/22/52; with
+# one game in six, one seed of four never learned which offers to accept), with
 # its action line written short (``brief=true``: the long grammar was most of the latest message). Two things
 # let the tiny model learn to trade: a warm start that picks a kind of move before a move (``kinds=true``: random
 # play accepts a pending offer a quarter of the time, not once in 21 moves, so accepted deals and their results
@@ -33,7 +34,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "spiral": {},
     "tiny": {
         "games": TINY_GAMES,
-        "game_weights": "4,1,1",
+        "game_weights": "4,1,2",
         "prompt_template": "bare",
         "obs_format": "last",
         "samples_per_step": 768,
