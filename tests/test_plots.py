@@ -9,6 +9,7 @@ import math
 import pytest
 from matplotlib.image import imread
 
+from trainers import rundir
 from trainers.plots import EXPLOITABILITY_REFERENCES, figures, plot_run, read_run
 
 GAMES = ("KuhnPoker-v0:rounds=1", "TicTacToe-v0")
@@ -83,6 +84,8 @@ def test_plot_run_writes_every_png_at_a_readable_size(tmp_path):
     run = write_run(tmp_path / "run", full_rows())
     written = plot_run(run)
     assert {p.name for p in written} == ALL_PNGS
+    # every PNG a run writes is one `train --overwrite` removes with the old run (trainers.rundir)
+    assert {p.name for p in written} <= set(rundir.RUN_ENTRIES)
     for path in written:
         height, width = imread(path).shape[:2]
         assert width >= 800 and height >= 400, path.name

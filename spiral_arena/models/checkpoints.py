@@ -49,7 +49,7 @@ def files_problem(path: str | Path) -> str | None:
             if (problem := _model_type_problem(data.get("model_type"))) is not None:
                 return f"{file}: {problem}"
     for file in sorted(path.glob("*.safetensors")):
-        if (why := safetensors_problem(file)) is not None:
+        if (why := _safetensors_problem(file)) is not None:
             return f"{file} {why}"
     return None
 
@@ -66,7 +66,7 @@ def _model_type_problem(model_type: Any) -> str | None:
     return None
 
 
-def safetensors_problem(path: Path) -> str | None:
+def _safetensors_problem(path: Path) -> str | None:
     """What is wrong with a ``.safetensors`` file, read from its header alone (no tensor is loaded)."""
     size = path.stat().st_size
     try:
