@@ -339,6 +339,24 @@ def test_a_multi_round_run_says_its_exploitability_is_read_on_single_hands():
     assert "read on single hands although this run plays 5-round Kuhn" in summary
 
 
+def test_the_final_table_shows_the_invalid_rate_the_target_checks():
+    """The invalid target pools a game's matches against every opponent; the table's column once showed the
+    worse opponent's rate (1.2% beside a met 0.8% target), so the two disagreed on a passing run."""
+    from types import SimpleNamespace
+
+    from trainers.evaluate import eval_line, final_summary
+
+    game = "TicTacToe-v0:board=lines"
+    scores = {f"eval/{game}/random/invalid": 0.004, f"eval/{game}/expert/invalid": 0.012}
+    scores |= {f"eval/{game}/{o}/win": 0.5 for o in ("random", "expert")}
+    config = SimpleNamespace(steps=4, eval_temperature=0.6, eval_games=2)
+    summary = final_summary(scores, 4, 60.0, config, [game])
+    row = next(line for line in summary.splitlines() if line.strip().startswith(game))
+    assert row.split()[-1] == "0.8%"
+    assert "invalid answers <= 1% in every game: 0.8% met" in summary
+    assert "(invalid 1%)" in eval_line(4, scores, [game])  # 0.8% rounded in the one-line form
+
+
 def test_policy_tokenises_a_prompt_once_and_gives_the_tokenizers_ids(monkeypatch):
     import spiral_arena
     from spiral_arena.models import policy as policy_module

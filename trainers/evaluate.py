@@ -287,10 +287,17 @@ def headline(scores: dict[str, float], trained: list[str]) -> dict[str, float]:
             out["negotiation_wins_vs_random"] = rows["random"].get("win", 0.0)
         if env_id == "SimpleNegotiation-v0" and "expert" in rows:
             out["negotiation_vs_expert"] = rows["expert"].get("win", 0.0) + rows["expert"].get("draw", 0.0)
-    invalid = [[r["invalid"] for r in table[g].values() if "invalid" in r] for g in trained if g in table]
-    if any(invalid):
-        out["invalid"] = max(sum(rates) / len(rates) for rates in invalid if rates)
+    rates = [invalid_rate(table[g]) for g in trained if g in table]
+    if known := [rate for rate in rates if rate is not None]:
+        out["invalid"] = max(known)
     return out
+
+
+def invalid_rate(rows: dict[str, dict[str, float]]) -> float | None:
+    """A game's share of games ended by the policy's invalid answer, over its matches against every opponent
+    (equal games each): the invalid target's measure, and what the eval line and final table show."""
+    rates = [r["invalid"] for r in rows.values() if "invalid" in r]
+    return sum(rates) / len(rates) if rates else None
 
 
 def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
@@ -305,7 +312,7 @@ def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
         if game not in trained and "solo" not in rows:  # held-out secrets count, other games wait for the end
             continue
         shown = ", ".join(f"{o} {_wdl(r)}" for o, r in rows.items())
-        invalid = max(r.get("invalid", 0.0) for r in rows.values())
+        invalid = invalid_rate(rows)
         parts.append(f"{game.split('-v')[0]} W/D/L {shown}" + (f" (invalid {invalid:.0%})" if invalid else ""))
     return f"step {step:>4} eval: " + " | ".join(parts)
 
@@ -333,7 +340,7 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
             held_out = "(held-out secrets)" if "solo" in rows else "(out-of-domain)"
             name = game if game in trained else f"{game} {held_out}"
             cells = "".join(f"  {_wdl(rows[o]) if o in rows else '-':>22}" for o in opponents)
-            invalid = max(r.get("invalid", 0.0) for r in rows.values())
+            invalid = invalid_rate(rows) or 0.0
             lines.append(f"  {name:<{width}}{cells}  {invalid:>6.1%}")
     numbers = headline(scores, trained)
     if "kuhn_exploitability" in numbers:
