@@ -1,8 +1,10 @@
-"""Exact Kuhn analysis: known exploitabilities, the Nash family, agreement with OpenSpiel, bad input."""
+"""Exact Kuhn analysis: known exploitabilities, the Nash family, agreement with OpenSpiel, bad input; the
+read-out of a policy off answer scores, pinned with scorers whose policy is known."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pyspiel
@@ -11,7 +13,7 @@ from open_spiel.python import policy as openspiel_policy
 from open_spiel.python.algorithms import exploitability as openspiel_exploitability
 from open_spiel.python.algorithms.expected_game_score import policy_value
 
-from spiral_arena.analysis import KUHN_INFO_STATES, kuhn_exploitability, kuhn_policy_value
+from spiral_arena.analysis import KUHN_INFO_STATES, kuhn_exploitability, kuhn_policy_from_scores, kuhn_policy_value
 
 DIGIT = {"J": "0", "Q": "1", "K": "2"}
 
@@ -81,6 +83,54 @@ def test_nash_family_is_unexploitable_and_worth_minus_one_eighteenth(alpha):
 @pytest.mark.parametrize("key, value", [("J", 0.4), ("Qb", 0.4), ("Kp", 0.9), ("Qpb", 1.0)])
 def test_leaving_the_nash_family_is_exploitable(key, value):
     assert kuhn_exploitability({**nash(0.2), key: value}) > 1e-3
+
+
+KUHN_READ_ON = [("KuhnPoker-v0", ""), ("KuhnPoker-v0:rounds=1;reward=chips", "last"), ("KuhnPoker-v0:rounds=5", "full")]
+
+
+def aggressive(answer: str) -> bool:
+    return "[bet]" in answer or "[call]" in answer
+
+
+@pytest.mark.parametrize("game, obs_format", KUHN_READ_ON)
+def test_the_read_out_reads_the_card_the_env_shows(game, obs_format):
+    """A scorer that bets or calls with the King and checks or folds with the Jack, read only from the text
+    the env shows: the read-out must give P(bet | K...) = 0.999 and P(bet | J...) = 0.001 at every state."""
+
+    def score(observation: str, answers: list[str]) -> list[float]:
+        card = re.findall(r"Your card: ([JQK])", observation)[-1]  # the latest line (a full transcript has several)
+        want = {"K": 0.999, "J": 0.001, "Q": 0.5}[card]
+        return [math.log(want if aggressive(a) else 1.0 - want) for a in answers]
+
+    policy, invalid = kuhn_policy_from_scores(score, obs_format, game)
+    assert set(policy) == set(KUHN_INFO_STATES)
+    for key, p in policy.items():
+        assert p == pytest.approx({"K": 0.999, "J": 0.001, "Q": 0.5}[key[0]], abs=1e-12), key
+    assert invalid == pytest.approx(0.0, abs=1e-12)
+    assert kuhn_exploitability(policy) == pytest.approx(
+        kuhn_exploitability({key: {"K": 0.999, "J": 0.001, "Q": 0.5}[key[0]] for key in KUHN_INFO_STATES}), abs=1e-12
+    )
+
+
+@pytest.mark.parametrize("game, obs_format", KUHN_READ_ON)
+def test_a_scorer_that_plays_nash_reads_as_unexploitable(game, obs_format):
+    """Each of the 12 information states shows its own text; a scorer that answers each with the Nash
+    family's probability (0.9 of its mass on the two legal answers, 0.1 elsewhere) reads back as exactly that
+    policy, exploitability 0, and 0.1 of invalid mass."""
+    seen: list[str] = []
+    kuhn_policy_from_scores(lambda observation, answers: seen.append(observation) or [0.0, 0.0], obs_format, game)
+    assert len(seen) == len(set(seen)) == 12  # visited in KUHN_INFO_STATES order
+    state_of = dict(zip(seen, KUHN_INFO_STATES, strict=True))
+    target = nash(1 / 6)
+
+    def score(observation: str, answers: list[str]) -> list[float]:
+        p = target[state_of[observation]]
+        return [math.log(0.9 * (p if aggressive(a) else 1.0 - p) + 1e-300) for a in answers]
+
+    policy, invalid = kuhn_policy_from_scores(score, obs_format, game)
+    assert policy == pytest.approx(target, abs=1e-12)
+    assert invalid == pytest.approx(0.1, abs=1e-12)
+    assert kuhn_exploitability(policy) < 1e-9
 
 
 def test_uniform_random_value_is_one_eighth():

@@ -223,10 +223,11 @@ def verdict_share(results: list[GameResult], verdict: str) -> float:
 def kuhn_metrics(
     model, policy: Policy, obs_format: str = "", temperature: float = 1.0, game: str = "KuhnPoker-v0"
 ) -> dict[str, float]:
-    """Exact exploitability of the single-hand policy read off the model at temperature 1 (SPIRAL's
-    read-out, ``eval/kuhn_exploitability``) and, when it differs, at ``temperature``, the way the
-    evaluation samples it (``eval/kuhn_exploitability_at_eval_t``, what an ``hf:`` agent of the checkpoint
-    plays and the leaderboard reads), on the text of ``game`` (the Kuhn the run trains)."""
+    """Exact exploitability of the single-hand policy read off the model at temperature 1
+    (``eval/kuhn_exploitability``; ours: SPIRAL reports win rates only, no exploitability) and, when it
+    differs, at ``temperature``, the way the evaluation samples it (``eval/kuhn_exploitability_at_eval_t``,
+    what an ``hf:`` agent of the checkpoint plays and the leaderboard reads), on the text of ``game`` (the
+    Kuhn the run trains)."""
     probs, invalid_mass = kuhn_policy_from_scores(answer_scorer(model, policy), obs_format, game)
     out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
     out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
