@@ -13,7 +13,13 @@ from open_spiel.python import policy as openspiel_policy
 from open_spiel.python.algorithms import exploitability as openspiel_exploitability
 from open_spiel.python.algorithms.expected_game_score import policy_value
 
-from spiral_arena.analysis import KUHN_INFO_STATES, kuhn_exploitability, kuhn_policy_from_scores, kuhn_policy_value
+from spiral_arena.analysis import (
+    KUHN_INFO_STATES,
+    kuhn_exploitability,
+    kuhn_policy_from_samples,
+    kuhn_policy_from_scores,
+    kuhn_policy_value,
+)
 
 DIGIT = {"J": "0", "Q": "1", "K": "2"}
 
@@ -88,6 +94,13 @@ def test_leaving_the_nash_family_is_exploitable(key, value):
 KUHN_READ_ON = [("KuhnPoker-v0", ""), ("KuhnPoker-v0:rounds=1;reward=chips", "last"), ("KuhnPoker-v0:rounds=5", "full")]
 
 
+def states_by_text(game: str, obs_format: str) -> dict[str, str]:
+    """Each information state's observation -> its key, as the read-outs visit them."""
+    seen: list[str] = []
+    kuhn_policy_from_scores(lambda observation, answers: seen.append(observation) or [0.0, 0.0], obs_format, game)
+    return dict(zip(seen, KUHN_INFO_STATES, strict=True))
+
+
 def aggressive(answer: str) -> bool:
     return "[bet]" in answer or "[call]" in answer
 
@@ -117,10 +130,8 @@ def test_a_scorer_that_plays_nash_reads_as_unexploitable(game, obs_format):
     """Each of the 12 information states shows its own text; a scorer that answers each with the Nash
     family's probability (0.9 of its mass on the two legal answers, 0.1 elsewhere) reads back as exactly that
     policy, exploitability 0, and 0.1 of invalid mass."""
-    seen: list[str] = []
-    kuhn_policy_from_scores(lambda observation, answers: seen.append(observation) or [0.0, 0.0], obs_format, game)
-    assert len(seen) == len(set(seen)) == 12  # visited in KUHN_INFO_STATES order
-    state_of = dict(zip(seen, KUHN_INFO_STATES, strict=True))
+    state_of = states_by_text(game, obs_format)
+    assert len(state_of) == 12  # a text per information state
     target = nash(1 / 6)
 
     def score(observation: str, answers: list[str]) -> list[float]:
@@ -131,6 +142,62 @@ def test_a_scorer_that_plays_nash_reads_as_unexploitable(game, obs_format):
     assert policy == pytest.approx(target, abs=1e-12)
     assert invalid == pytest.approx(0.1, abs=1e-12)
     assert kuhn_exploitability(policy) < 1e-9
+
+
+@pytest.mark.parametrize("game, obs_format", KUHN_READ_ON)
+def test_the_played_read_out_parses_answers_as_the_env_does(game, obs_format):
+    """A sampler with a known policy that writes its moves in several ways the env accepts (and 5% of
+    answers it refuses): the played read-out recovers the policy within its sampling error, counts the
+    refused share, and states an error that covers the exploitability it estimates."""
+    state_of, target = states_by_text(game, obs_format), nash(1 / 6)
+    rng = np.random.default_rng(7)
+    writings = {
+        True: ["\\boxed{[bet]}", "I bet. \\boxed{bet}", "[bet]"],
+        False: ["\\boxed{[check]}", "check", "[check]"],
+    }
+
+    def act(observations: list[str]) -> list[str]:
+        out = []
+        for observation in observations:
+            key = state_of[observation]
+            if rng.random() < 0.05:
+                out.append("\\boxed{[raise]}")
+                continue
+            bet = rng.random() < target[key]
+            text = str(rng.choice(writings[bet]))
+            if "b" in key[1:]:  # facing a bet: call or fold
+                text = text.replace("bet", "call").replace("check", "fold")
+            out.append(text)
+        return out
+
+    played = kuhn_policy_from_samples(act, obs_format, game, samples=2000, seed=3)
+    assert played.samples == 2000 and set(played.policy) == set(KUHN_INFO_STATES)
+    for key, p in played.policy.items():
+        assert p == pytest.approx(target[key], abs=4 * math.sqrt(0.25 / 1900) + 1e-9), key
+    assert played.invalid == pytest.approx(0.05, abs=0.01)
+    assert 0 < played.standard_error < 0.05
+    assert played.exploitability < 4 * played.standard_error  # the true value is 0
+
+
+def test_the_played_read_out_of_a_sure_policy_has_no_error():
+    """K always bets or calls, J always checks or folds, Q never answers validly: the read-out is exact, its
+    error 0, a third of the answers refused, and a state with no valid answer read as 1/2."""
+
+    def act(observations: list[str]) -> list[str]:
+        cards = [re.findall(r"Your card: ([JQK])", o)[-1] for o in observations]
+        aggressive = ["calls" not in o and "bets" not in o for o in observations]
+        return [
+            "nonsense" if c == "Q" else ("[bet]" if a else "[call]") if c == "K" else ("[check]" if a else "[fold]")
+            for c, a in zip(cards, aggressive, strict=True)
+        ]
+
+    played = kuhn_policy_from_samples(act, samples=5)
+    assert played.policy == {key: {"K": 1.0, "J": 0.0, "Q": 0.5}[key[0]] for key in KUHN_INFO_STATES}
+    assert played.standard_error == pytest.approx(0.0, abs=1e-12) and played.invalid == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="samples must be at least 1"):
+        kuhn_policy_from_samples(act, samples=0)
+    with pytest.raises(ValueError, match="act returned 1 answers for 5 observations"):
+        kuhn_policy_from_samples(lambda observations: ["[bet]"], samples=5)
 
 
 def test_uniform_random_value_is_one_eighth():

@@ -113,3 +113,31 @@ def test_an_evaluation_logs_the_rounds_its_kuhn_is_trained_with(tiny, games, rou
     config = TrainConfig.build({"games": games, "obs_format": "last"})
     scores = evaluate(model, policy, config, parse_mixture(games, "")[0], play=False)
     assert scores["eval/kuhn_trained_rounds"] == rounds and "eval/kuhn_exploitability" in scores
+
+
+def test_an_evaluation_reads_kuhn_as_played_beside_the_exact_read_out(tiny):
+    """eval_kuhn_samples answers a state, sampled from the evaluation's own generator: the same numbers
+    twice, none of training's random streams touched, and nothing when it is 0."""
+    from trainers.config import TrainConfig
+    from trainers.evaluate import evaluate
+    from trainers.rollout import parse_mixture
+
+    _, model, policy = tiny
+    games = "KuhnPoker-v0:rounds=1"
+    specs = parse_mixture(games, "")[0]
+    config = TrainConfig.build({"games": games, "obs_format": "last", "eval_kuhn_samples": 20})
+    rng_state = torch.get_rng_state()
+    first = evaluate(model, policy, config, specs, play=False)
+    assert torch.equal(rng_state, torch.get_rng_state())
+    second = evaluate(model, policy, config, specs, play=False)
+    played = {k: v for k, v in first.items() if "played" in k}
+    assert set(played) == {
+        "eval/kuhn_exploitability_played",
+        "eval/kuhn_exploitability_played_se",
+        "eval/kuhn_played_invalid",
+    }
+    assert played == {k: second[k] for k in played}
+    assert 0 <= played["eval/kuhn_exploitability_played"] <= 1 and played["eval/kuhn_exploitability_played_se"] >= 0
+    assert 0 <= played["eval/kuhn_played_invalid"] <= 1
+    off = TrainConfig.build({"games": games, "obs_format": "last", "eval_kuhn_samples": 0})
+    assert not any("played" in k for k in evaluate(model, policy, off, specs, play=False))

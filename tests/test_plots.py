@@ -32,6 +32,7 @@ def eval_metrics(step: int) -> dict[str, float]:
             out[f"eval/{game}/{opponent}/invalid"] = 0.05 * (g + o)
     out["eval/kuhn_exploitability"] = 11 / 24 - 0.004 * step
     out["eval/kuhn_invalid_mass"] = 0.01
+    out |= {"eval/kuhn_exploitability_played": 11 / 24 - 0.0035 * step, "eval/kuhn_exploitability_played_se": 0.01}
     out["eval/kuhn_p_bet/J"] = 0.3
     out |= {"eval/ttt_takes_win": 0.44 + 0.003 * step, "eval/ttt_blocks": 0.32 + 0.002 * step}
     out["eval/ttt_invalid_mass"] = 0.03
@@ -147,6 +148,11 @@ def test_exploitability_has_its_landmarks(figs):
     assert {"Nash 0", "any card-blind policy 1/3", "uniform random 11/24"} <= set(levels)
     assert ax.get_ylim()[0] <= 0 and ax.get_ylim()[1] >= 0.5
     assert "invalid answer mass (probability)" in {line.get_label() for line in ax.lines}
+    played = next(line for line in ax.lines if line.get_label().startswith("as played"))
+    assert list(played.get_ydata()) == pytest.approx([11 / 24 - 0.0035 * s for s in played.get_xdata()])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "exploitability", "invalid answer mass (probability)", "as played (sampled answers, ±2 s.e.)",
+    ]  # fmt: skip
 
 
 def test_a_multi_round_run_says_its_exploitability_is_read_on_single_hands(tmp_path, figs):

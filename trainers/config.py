@@ -254,6 +254,11 @@ class TrainConfig:
     blocks a single threat (eval/ttt_takes_win, eval/ttt_blocks: exact probabilities at eval_temperature
     over the 3,334 positions where one applies), so a run shows whether it learns to read the board. One
     scored prompt per position: seconds for the tiny model (on in its recipe), minutes for a large one."""
+    eval_kuhn_samples: int = 200
+    """When Kuhn is trained, also read its single-hand policy as it plays: this many answers sampled at
+    eval_temperature at each of the 12 information states, parsed as the env parses moves
+    (eval/kuhn_exploitability_played, its bootstrap standard error eval/kuhn_exploitability_played_se, and
+    eval/kuhn_played_invalid); 0 = not."""
     eval_samples_per_secret: int = 8
     """Twenty Questions evaluation: every secret of the word list played this many times (Mean@k and
     Pass@k with k = this); 0 = eval_games games on random secrets instead."""

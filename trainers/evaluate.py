@@ -16,7 +16,7 @@ import numpy as np
 
 from spiral_arena import list_envs
 from spiral_arena.agents import make_agent
-from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_scores
+from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_samples, kuhn_policy_from_scores
 from spiral_arena.analysis.tictactoe import tactics_from_scores
 from spiral_arena.evals.metrics import benchmark_metrics
 from spiral_arena.models import Sampling
@@ -237,6 +237,23 @@ def kuhn_metrics(
     return out
 
 
+def played_kuhn_metrics(policy: Policy, config: TrainConfig, game: str) -> dict[str, float]:
+    """Kuhn exploitability of the policy as it plays: ``eval_kuhn_samples`` answers sampled at each
+    information state the way the evaluation samples (its own seeded generator), parsed as the env does."""
+    learner = Learner(policy, np.random.default_rng(54321), config.eval_sampling)
+    played = kuhn_policy_from_samples(
+        lambda observations: Learner.act_together([learner], observations),
+        config.obs_format,
+        game,
+        config.eval_kuhn_samples,
+    )
+    return {
+        "eval/kuhn_exploitability_played": played.exploitability,
+        "eval/kuhn_exploitability_played_se": played.standard_error,
+        "eval/kuhn_played_invalid": played.invalid,
+    }
+
+
 def tictactoe_metrics(
     model, policy: Policy, obs_format: str = "", temperature: float = 1.0, game: str = "TicTacToe-v0"
 ) -> dict[str, float]:
@@ -349,9 +366,16 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
         at_t = "" if sampled is None else f"; {sampled:.3f} at the evaluation temperature {config.eval_temperature:g}"
         rounds = int(scores.get("eval/kuhn_trained_rounds", 1))
         of_run = "" if rounds == 1 else f", read on single hands although this run plays {rounds}-round Kuhn"
+        played = scores.get("eval/kuhn_exploitability_played")
+        as_played = (
+            ""
+            if played is None
+            else f"; as played, from {config.eval_kuhn_samples} sampled answers a state, {played:.3f} "
+            f"(standard error {scores['eval/kuhn_exploitability_played_se']:.3f})"
+        )
         lines.append(
-            f"  Kuhn single-hand exploitability {numbers['kuhn_exploitability']:.3f} at temperature 1{at_t} "
-            f"(Nash 0; any card-blind policy 1/3; uniform random 11/24{of_run})"
+            f"  Kuhn single-hand exploitability {numbers['kuhn_exploitability']:.3f} at temperature 1{at_t}"
+            f"{as_played} (Nash 0; any card-blind policy 1/3; uniform random 11/24{of_run})"
         )
     checked = []
     for key, kind, limit, name in TARGETS:
@@ -394,6 +418,8 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
     kuhn = [s for s in specs if s.env_id == "KuhnPoker-v0"]
     if kuhn:  # read on single hands of the Kuhn it trains; the rounds trained are logged beside it
         metrics.update(kuhn_metrics(model, policy, config.obs_format, config.eval_temperature, kuhn[0].canonical))
+        if config.eval_kuhn_samples:
+            metrics.update(played_kuhn_metrics(policy, config, kuhn[0].canonical))
         metrics["eval/kuhn_trained_rounds"] = max(s.complete().options["rounds"] for s in kuhn)
     tictactoe = next((s for s in specs if s.env_id == "TicTacToe-v0"), None)
     if config.eval_tactics and tictactoe is not None:

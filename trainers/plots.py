@@ -255,18 +255,27 @@ def _draw_tactics(ax: Axes, rows: list[Row], legend: str = "small") -> None:
 
 def _draw_exploitability(ax: Axes, rows: list[Row], legend: str = "small") -> None:
     """Exploitability against its landmarks (reference lines, named on the line itself as well as in
-    the legend), and the probability mass the policy puts on invalid answers (dotted)."""
+    the legend), the probability mass the policy puts on invalid answers (dotted), and, when logged, the
+    exploitability as played, from sampled answers (dashed, in a band of 2 standard errors)."""
     steps, values = _series(rows, _key("eval/kuhn_exploitability"))
     _plot(ax, steps, values, "exploitability", color="tab:purple", linewidth=2)
     steps, invalid = _series(rows, _key("eval/kuhn_invalid_mass"))
     _plot(ax, steps, invalid, "invalid answer mass (probability)", 1, color="tab:gray", linestyle=":")
+    played_steps, played = _series(rows, _key("eval/kuhn_exploitability_played"))
+    if played_steps:  # sampled answers, parsed as the env does: the policy as it plays, a band of +-2 standard errors
+        _plot(ax, played_steps, played, "as played (sampled answers, ±2 s.e.)", 2, color="tab:orange", linestyle="--")
+        _, errors = _series(rows, lambda r: r.get("eval/kuhn_exploitability_played_se", 0.0)
+                            if "eval/kuhn_exploitability_played" in r else None)  # fmt: skip
+        low = [v - 2 * e for v, e in zip(played, errors, strict=True)]
+        high = [v + 2 * e for v, e in zip(played, errors, strict=True)]
+        ax.fill_between(played_steps, low, high, color="tab:orange", alpha=0.2, linewidth=0)
     for value, label in EXPLOITABILITY_REFERENCES:
         ax.axhline(value, color="black", linewidth=0.9, linestyle=(0, (6, 3)), alpha=0.5, label=label)
         ax.annotate(
             label, (1.0, value), xycoords=("axes fraction", "data"), xytext=(-4, 3), textcoords="offset points",
             ha="right", va="bottom", fontsize="x-small", color="0.3",
         )  # fmt: skip
-    ax.set_ylim(-0.02, max(0.5, *values, *invalid) * 1.08)
+    ax.set_ylim(-0.02, max(0.5, *values, *invalid, *played) * 1.08)
     data = ax.lines[: len(ax.lines) - len(EXPLOITABILITY_REFERENCES)]
     ax.legend(handles=data, fontsize=legend, loc="upper left", framealpha=0.85)
 

@@ -119,6 +119,7 @@ RANGES: dict[str, Range] = {
     "sft_lr": _POSITIVE,
     "eval_every": _AT_LEAST_1,
     "eval_games": _AT_LEAST_1,
+    "eval_kuhn_samples": _NON_NEGATIVE,
     "eval_samples_per_secret": _NON_NEGATIVE,
     "eval_long_questions": _NON_NEGATIVE,
     "eval_temperature": _NON_NEGATIVE,

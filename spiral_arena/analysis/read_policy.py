@@ -1,16 +1,25 @@
-"""Read a language model's single-hand Kuhn policy off its answer log-probabilities.
+"""Read a language model's single-hand Kuhn policy, exactly off its answer log-probabilities, or as it
+plays, off sampled answers.
 
-For each of the 12 information states we build the real observation through our env and ask
-the model how likely it is to answer ``\\boxed{[bet]}`` (or call) versus ``\\boxed{[check]}``
-(or fold). The two are normalised against each other; whatever probability is left over is
-mass on invalid answers and is reported separately, never silently folded into a move.
+For each of the 12 information states we build the real observation through our env. The exact read-out
+asks the model how likely it is to answer ``\\boxed{[bet]}`` (or call) versus ``\\boxed{[check]}``
+(or fold): the two are normalised against each other, and whatever probability is left over is mass on
+invalid answers, reported separately, never folded into a move. It sees only those two strings, so a model
+that writes its move another way (``I bet. \\boxed{bet}``) reads as invalid there. The behavioural read-out
+samples whole answers and parses each as the env does, so it counts every way of writing a move; its price
+is sampling error, which it states.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
-from spiral_arena.analysis.kuhn import KUHN_INFO_STATES
+import numpy as np
+
+from spiral_arena.analysis.kuhn import KUHN_INFO_STATES, kuhn_exploitability
+from spiral_arena.core.actions import InvalidMove
+from spiral_arena.core.env import TextGameEnv
 from spiral_arena.registry import GameSpec
 
 # history -> (aggressive answer, passive answer)
@@ -32,6 +41,25 @@ def answer_text(action: str) -> str:
     return f"\\boxed{{{action}}}"
 
 
+def kuhn_positions(game: str = "KuhnPoker-v0", obs_format: str = "") -> Iterator[tuple[str, TextGameEnv]]:
+    """The env of single hands of ``game`` (a Kuhn id with options: its text is what the model is shown;
+    rounds is set to 1) at each information state, in ``KUHN_INFO_STATES`` order, as (key, env); one env,
+    moved on at each step of the iteration, so read it before the next."""
+    kuhn = GameSpec.parse(game).with_options(rounds=1)
+    env = kuhn.make(**({"obs_format": obs_format} if obs_format else {}))
+    seeds: dict[tuple[int, int], int] = {}
+    for seed in range(200):  # a seed that deals each card to each seat
+        env.reset(seed=seed)
+        for seat in (0, 1):
+            seeds.setdefault((seat, env.state_.cards[seat]), seed)
+    for key in KUHN_INFO_STATES:
+        card, history = "JQK".index(key[0]), key[1:]
+        env.reset(seed=seeds[(len(history) % 2, card)])
+        for letter in history:
+            env.step("[check]" if letter == "p" else "[bet]")
+        yield key, env
+
+
 def kuhn_policy_from_scores(
     score: ScoreFn, obs_format: str = "", game: str = "KuhnPoker-v0"
 ) -> tuple[dict[str, float], float]:
@@ -40,20 +68,9 @@ def kuhn_policy_from_scores(
     is what the model is shown; rounds is set to 1)."""
     import math
 
-    kuhn = GameSpec.parse(game).with_options(rounds=1)
-    env = kuhn.make(**({"obs_format": obs_format} if obs_format else {}))
-    seeds: dict[tuple[int, int], int] = {}
-    for seed in range(200):  # a seed that deals each card to each seat
-        env.reset(seed=seed)
-        for seat in (0, 1):
-            seeds.setdefault((seat, env.state_.cards[seat]), seed)
     policy, invalid = {}, []
-    for key in KUHN_INFO_STATES:
-        card, history = "JQK".index(key[0]), key[1:]
-        env.reset(seed=seeds[(len(history) % 2, card)])
-        for letter in history:
-            env.step("[check]" if letter == "p" else "[bet]")
-        aggressive, passive = _ANSWERS[history]
+    for key, env in kuhn_positions(game, obs_format):
+        aggressive, passive = _ANSWERS[key[1:]]
         p_aggressive, p_passive = (
             math.exp(x)
             for x in score(env.observe(env.agent_selection), [answer_text(aggressive), answer_text(passive)])
@@ -62,3 +79,56 @@ def kuhn_policy_from_scores(
         policy[key] = p_aggressive / total if total > 0 else 0.5
         invalid.append(max(0.0, 1.0 - total))
     return policy, sum(invalid) / len(invalid)
+
+
+@dataclass(frozen=True)
+class PlayedKuhnPolicy:
+    """The single-hand policy as a sampler plays it. ``policy``: P(bet or call) among the answers the env
+    accepts, per information state (0.5 where it accepted none); ``invalid``: the share of all answers it
+    refused; ``exploitability`` of ``policy``, and its ``standard_error`` from ``samples`` answers a state (a
+    parametric bootstrap: each state's count redrawn from its binomial). The plug-in estimate leans high: an
+    exploitability is lowest at a policy, and sampling noise only moves the estimate away from it."""
+
+    policy: dict[str, float]
+    invalid: float
+    exploitability: float
+    standard_error: float
+    samples: int
+
+
+def kuhn_policy_from_samples(
+    act: Callable[[list[str]], list[str]],
+    obs_format: str = "",
+    game: str = "KuhnPoker-v0",
+    samples: int = 200,
+    seed: int = 0,
+    bootstrap: int = 200,
+) -> PlayedKuhnPolicy:
+    """``act`` (observations -> one sampled answer each, as the player samples them) answers each
+    information state's observation ``samples`` times; each answer is parsed by the game as the env parses
+    a move, and counted as the bet or call, the check or fold, or invalid."""
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples!r}")
+    counts: dict[str, tuple[int, int]] = {}  # key -> (bets or calls, answers the game accepted)
+    refused = 0
+    for key, env in kuhn_positions(game, obs_format):
+        state = env.state_
+        answers = act([env.observe(env.agent_selection)] * samples)
+        if len(answers) != samples:
+            raise ValueError(f"act returned {len(answers)} answers for {samples} observations")
+        aggressive = env.game.parse(state, _ANSWERS[key[1:]][0])
+        moves = []
+        for answer in answers:
+            try:
+                moves.append(env.game.parse(state, answer))
+            except InvalidMove:
+                refused += 1
+        counts[key] = (sum(move == aggressive for move in moves), len(moves))
+    policy = {key: bets / valid if valid else 0.5 for key, (bets, valid) in counts.items()}
+    rng = np.random.default_rng(seed)
+    redrawn = [
+        kuhn_exploitability({k: rng.binomial(v, policy[k]) / v if v else 0.5 for k, (_, v) in counts.items()})
+        for _ in range(bootstrap)
+    ]
+    error = float(np.std(redrawn, ddof=1)) if bootstrap > 1 else float("nan")
+    return PlayedKuhnPolicy(policy, refused / (samples * len(counts)), kuhn_exploitability(policy), error, samples)
