@@ -285,7 +285,7 @@ class Case:
 SPECIAL: dict[str, Case] = {
     "python3 -m venv .venv": Case(
         "install: CI's scripts/test.sh runs these same commands and scripts/smoke.sh uses that venv; "
-        "the 9-minute default train is not run in the suite",
+        "the 10-to-13-minute default train is not run in the suite",
         covered_by_ci,
     ),
     "bash scripts/test.sh": Case(
