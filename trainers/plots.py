@@ -264,10 +264,10 @@ def _draw_exploitability(ax: Axes, rows: list[Row], legend: str = "small") -> No
     played_steps, played = _series(rows, _key("eval/kuhn_exploitability_played"))
     if played_steps:  # sampled answers, parsed as the env does: the policy as it plays, a band of +-2 standard errors
         _plot(ax, played_steps, played, "as played (sampled answers, ±2 s.e.)", 2, color="tab:orange", linestyle="--")
-        _, errors = _series(rows, lambda r: r.get("eval/kuhn_exploitability_played_se", 0.0)
-                            if "eval/kuhn_exploitability_played" in r else None)  # fmt: skip
-        low = [v - 2 * e for v, e in zip(played, errors, strict=True)]
-        high = [v + 2 * e for v, e in zip(played, errors, strict=True)]
+        spread = [2 * r.get("eval/kuhn_exploitability_played_se", 0.0) for r in rows
+                  if r.get("eval/kuhn_exploitability_played") is not None]  # fmt: skip  # the rows _series kept
+        low = [v - e for v, e in zip(played, spread, strict=True)]
+        high = [v + e for v, e in zip(played, spread, strict=True)]
         ax.fill_between(played_steps, low, high, color="tab:orange", alpha=0.2, linewidth=0)
     for value, label in EXPLOITABILITY_REFERENCES:
         ax.axhline(value, color="black", linewidth=0.9, linestyle=(0, (6, 3)), alpha=0.5, label=label)
