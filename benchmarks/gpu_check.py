@@ -91,8 +91,7 @@ def learner_step(model, turns: list[Turn], lr: float, device: torch.device, opti
         }
     )
     optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95))
-    total = (len(turns), sum(len(t.response_ids) for t in turns))
-    stats = update(model, None, optimizer, turns, total, config, np.random.default_rng(0), device, Distributed(device))
+    stats = update(model, None, optimizer, turns, config, np.random.default_rng(0), device, Distributed(device))
     return stats, optimizer
 
 

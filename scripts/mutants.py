@@ -48,6 +48,7 @@ class Mutant:
 
 DELTA_BELIEF = "tests/test_trainer_groups.py::test_delta_belief_advantages_and_statistics_in_groups_of_three"
 LAYERS = "tests/test_layering.py::test_a_layer_imports_nothing_above_it"
+VERL_UPDATE = "tests/test_upstream_updates.py::test_twenty_questions_update_is_verls"
 VLLM_PYTHON = ".venv-vllm/bin/python"
 VLLM_SAMPLING = "tests/test_vllm_engine.py::test_reported_logprobs_are_the_learners_at_the_requested_sampling"
 VLLM_STOPS = "tests/test_vllm_engine.py::test_stop_tokens_end_replies_and_only_they_finish_one"
@@ -56,29 +57,92 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "self-play advantage sign flipped",
         "trainers/loop.py",
-        "adv = rae.advantage(game.game, seat, ret) if config.rae else ret",
-        "adv = -rae.advantage(game.game, seat, ret) if config.rae else ret",
+        "adv = rae.advantage(game.game, seat, ret, actor) if config.rae else ret",
+        "adv = -rae.advantage(game.game, seat, ret, actor) if config.rae else ret",
         ("tests/test_trainer_e2e.py::test_self_play_advantages_replay_from_the_run_files",),
+    ),
+    Mutant(
+        "mini-batches: one optimiser step for the whole step",
+        "trainers/learner.py",
+        "for part in split_by_group(turns, config.mini_batches):",
+        "for part in split_by_group(turns, 1):",
+        (VERL_UPDATE,),
+    ),
+    Mutant(
+        "StarPO and delta-belief: the token mean taken per turn, not per game or group",
+        "trainers/losses.py",
+        'if how == "seq_mean_token_mean":\n        units = torch.arange',
+        'if how != "token_mean":\n        units = torch.arange',
+        (VERL_UPDATE,),
+    ),
+    Mutant(
+        "delta-belief: the token mean taken per game, not per group",
+        "trainers/learner.py",
+        'units = torch.tensor([t.game_id if unit == "game" else t.group_id for t in part], dtype=torch.long)',
+        "units = torch.tensor([t.game_id for t in part], dtype=torch.long)",
+        (VERL_UPDATE + "[delta-belief]",),
+    ),
+    Mutant(
+        "zero advantages always filtered",
+        "trainers/learner.py",
+        "for t in turns if t.advantage != 0.0 or not config.filter_zero_adv]",
+        "for t in turns if t.advantage != 0.0]",
+        (VERL_UPDATE,),
+    ),
+    Mutant(
+        "zero advantages never filtered",
+        "trainers/learner.py",
+        "for t in turns if t.advantage != 0.0 or not config.filter_zero_adv]",
+        "for t in turns]",
+        ("tests/test_upstream_updates.py::test_spiral_filters_zero_advantages_and_takes_the_dr_grpo_mean",),
+    ),
+    Mutant(
+        "the end-of-turn token always trained",
+        "trainers/learner.py",
+        "if stop_token or not turn.finished:",
+        "if True:",
+        (VERL_UPDATE, "tests/test_upstream_updates.py::test_the_stop_token_is_trained_unless_the_recipe_masks_it"),
+    ),
+    Mutant(
+        "PPO ratio: verl's log-ratio clamp dropped",
+        "trainers/losses.py",
+        "torch.exp((logprobs - old_logprobs).clamp(-20.0, 20.0))",
+        "torch.exp(logprobs - old_logprobs)",
+        ("tests/test_upstream_updates.py::test_a_huge_log_ratio_is_held_as_verl_holds_it",),
+    ),
+    Mutant(
+        "a step with a non-finite gradient taken",
+        "trainers/learner.py",
+        "if math.isfinite(float(grad_norm)):",
+        "if True:",
+        ("tests/test_upstream_updates.py::test_a_step_with_a_non_finite_gradient_is_skipped",),
+    ),
+    Mutant(
+        "RAE: one baseline for every shard",
+        "trainers/loop.py",
+        'actor = game.shard if config.rae_scope == "shard" else None',
+        "actor = None",
+        ("tests/test_trainer_e2e.py::test_each_shard_keeps_its_own_baselines_with_rae_scope_shard",),
     ),
     Mutant(
         "merged rows: KL term unweighted",
         "trainers/learner.py",
-        "args = (mask, config.aggregation, config.max_new_tokens, weights)",
-        "args = (mask, config.aggregation, config.max_new_tokens)",
+        "objective = objective + aggregate(per_token * games[:, None], mask, coefficients)",
+        "objective = objective + aggregate(per_token * games[:, None], mask, coefficients / weights)",
         ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
     ),
     Mutant(
         "KL: one weight for every game",
         "trainers/learner.py",
-        "coefs = torch.tensor([kl_by_game[g[0].game] for g in batch], device=device)",
-        "coefs = torch.tensor([config.kl_coef for g in batch], device=device)",
+        "games = torch.tensor([config.kl_by_game[r.turns[0].game] for r in batch], device=device)",
+        "games = torch.tensor([config.kl_coef for r in batch], device=device)",
         ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
     ),
     Mutant(
         "merged rows: entropy bonus unweighted",
         "trainers/learner.py",
-        "aggregate(entropy[0], mask, config.aggregation, config.max_new_tokens, weights)",
-        "aggregate(entropy[0], mask, config.aggregation, config.max_new_tokens)",
+        "mean_entropy = aggregate(entropy[0], mask, coefficients)",
+        "mean_entropy = aggregate(entropy[0], mask, coefficients / weights)",
         ("tests/test_learner_merge.py::test_merged_update_is_the_unmerged_update",),
     ),
     Mutant(

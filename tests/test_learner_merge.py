@@ -1,6 +1,6 @@
-"""The learner merges turns with the same prompt, response and sign of advantage into one row (the
-group's mean advantage, weighted by its size): the update must be the unmerged batch's update, for
-both losses and every aggregation, while the model sees each distinct turn once."""
+"""The learner merges turns with the same prompt, response and sign of advantage into one row (their
+summed coefficient, their coefficient-weighted mean advantage): the update must be the unmerged batch's
+update, for both losses and every aggregation, while the model sees each distinct turn once."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from spiral_arena.models.logprobs import pack, response_logprobs  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed import Distributed  # noqa: E402
 from trainers.learner import merge_duplicates, update  # noqa: E402
-from trainers.losses import AGGREGATIONS, aggregate, policy_loss  # noqa: E402
+from trainers.losses import AGGREGATIONS, aggregate, policy_loss, row_coefficients  # noqa: E402
 from trainers.rollout import Turn  # noqa: E402
 from trainers.tiny import build_model  # noqa: E402
 
@@ -36,7 +36,8 @@ GAMES = TrainConfig.build({}).games.split(",")[:2]  # two of the tiny recipe's g
 
 def duplicated_turns() -> list[Turn]:
     """13 turns in 5 groups: a repeated Kuhn-like decision with positive advantages of different sizes
-    (one of them last), the same answer with negative ones, and responses of different lengths."""
+    (one of them last), the same answer with negative ones, and responses of different lengths; two turns
+    a game and four a group, so merged rows span games and groups of different token counts."""
     rng = np.random.default_rng(1)
     prompts = [rng.integers(3, 48, size=n).tolist() for n in (5, 7, 6)]
     responses = [rng.integers(3, 48, size=n).tolist() for n in (3, 2, 4)]
@@ -47,32 +48,47 @@ def duplicated_turns() -> list[Turn]:
         sampled = (-1.0 - 0.1 * k - 0.01 * np.arange(len(responses[r]))).tolist()  # each turn its own
         turn = Turn(GAMES[p % 2], k % 2, "", prompts[p], responses[r], sampled, "", True)
         turn.advantage = adv
+        turn.game_id, turn.group_id = k // 2, k // 4
         turns.append(turn)
     return turns
 
 
+def coefficients_of(turns, how, max_tokens):
+    units = torch.tensor([t.game_id if how == "game_mean_token_mean" else t.group_id for t in turns])
+    return row_coefficients(torch.tensor([float(len(t.response_ids)) for t in turns]), how, max_tokens, units)
+
+
 def test_merge_groups_by_prompt_response_and_sign_of_advantage():
     turns = duplicated_turns()
-    groups = merge_duplicates(turns)
-    assert [len(g) for g in groups] == [5, 3, 2, 2, 1]
-    assert groups[0] == turns[:4] + turns[-1:]  # first appearance first, members in order
-    assert sorted(id(t) for g in groups for t in g) == sorted(id(t) for t in turns)
-    for g in groups:
-        assert len({(tuple(t.prompt_ids), tuple(t.response_ids), t.advantage > 0) for t in g}) == 1
+    coefficients = [0.1 * (k + 1) for k in range(len(turns))]
+    rows = merge_duplicates(turns, coefficients)
+    assert [len(r.turns) for r in rows] == [5, 3, 2, 2, 1]
+    assert rows[0].turns == turns[:4] + turns[-1:]  # first appearance first, members in order
+    assert sorted(id(t) for r in rows for t in r.turns) == sorted(id(t) for t in turns)
+    for r in rows:
+        assert len({(tuple(t.prompt_ids), tuple(t.response_ids), t.advantage > 0) for t in r.turns}) == 1
+    first = [0, 1, 2, 3, 12]  # the summed coefficient and the coefficient-weighted mean advantage
+    assert rows[0].coefficient == pytest.approx(sum(coefficients[k] for k in first))
+    weighted = sum(coefficients[k] * turns[k].advantage for k in first) / rows[0].coefficient
+    assert rows[0].advantage == pytest.approx(weighted)
 
 
 @pytest.mark.parametrize("how", AGGREGATIONS)
-def test_weighted_aggregate_equals_the_repeated_rows(how):
+def test_merged_coefficients_give_the_repeated_rows_loss(how):
     per_token = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0], [0.5, -1.0, 4.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
-    weights = torch.tensor([3.0, 1.0, 2.0])
-    repeat = torch.tensor([0, 0, 0, 1, 2, 2])
-    expected = aggregate(per_token[repeat], mask[repeat], how, 5)
-    assert float(aggregate(per_token, mask, how, 5, weights)) == pytest.approx(float(expected), rel=1e-6)
-    by_hand = {  # row sums 3, 3, 3.5 over 2, 1, 3 tokens; rows repeated 3, 1, 2 times
+    repeat = torch.tensor([0, 0, 0, 1, 2, 2])  # rows repeated 3, 1, 2 times, in units 0 0 1 1 1 2
+    units = torch.tensor([0, 0, 1, 1, 1, 2])
+    coefficients = row_coefficients(mask[repeat].sum(1), how, 5, units)
+    expected = aggregate(per_token[repeat], mask[repeat], coefficients)
+    merged = torch.zeros(3).index_add_(0, repeat, coefficients)
+    assert float(aggregate(per_token, mask, merged)) == pytest.approx(float(expected), rel=1e-6)
+    by_hand = {  # row sums 3, 3, 3.5 over 2, 1, 3 tokens; the units hold rows [0, 0], [0, 1, 2], [2]
         "dr_grpo": (3 * 3 + 3 + 2 * 3.5) / 5 / 6,
         "token_mean": (3 * 3 + 3 + 2 * 3.5) / (3 * 2 + 1 + 2 * 3),
         "seq_mean_token_mean": (3 * 1.5 + 3 + 2 * 3.5 / 3) / 6,
+        "game_mean_token_mean": (6 / 4 + (3 + 3 + 3.5) / 6 + 3.5 / 3) / 3,
+        "group_mean_token_mean": (6 / 4 + (3 + 3 + 3.5) / 6 + 3.5 / 3) / 3,
     }
     assert float(expected) == pytest.approx(by_hand[how])
 
@@ -87,12 +103,13 @@ def unmerged_gradient(model, reference, turns, config) -> dict[str, torch.Tensor
     with torch.no_grad():
         old = response_logprobs(model, ids, attention, positions, mask, config.temperature)[0]
         ref = response_logprobs(reference, ids, attention, positions, mask, config.temperature)[0]
-    loss, _ = policy_loss(logp, old, advantages, mask, config.loss, config.clip, config.aggregation, 8)
+    coefficients = coefficients_of(turns, config.aggregation, 8)
+    loss, _ = policy_loss(logp, old, advantages, mask, coefficients, config.loss, config.clip)
     d = ref - logp  # the estimator per token, each turn at its game's KL weight
     per_token = torch.exp(d) - d - 1.0 if config.kl_estimator == "k3" else 0.5 * d * d
     weighted = per_token * torch.tensor([config.kl_by_game[t.game] for t in turns])[:, None]
-    objective = loss + aggregate(weighted, mask, config.aggregation, 8)
-    objective = objective - config.entropy_coef * aggregate(entropy, mask, config.aggregation, 8)
+    objective = loss + aggregate(weighted, mask, coefficients)
+    objective = objective - config.entropy_coef * aggregate(entropy, mask, coefficients)
     objective.backward()
     return {n: p.grad.clone() for n, p in model.named_parameters()}
 
@@ -143,10 +160,9 @@ def test_merged_update_is_the_unmerged_update(
     rows: list[int] = []
     hook = model.get_output_embeddings().register_forward_hook(lambda m, i, out: rows.append(out.shape[0]))
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    total = (len(turns), sum(len(t.response_ids) for t in turns))
     cpu = torch.device("cpu")
     anchor = reference if any(config.kl_by_game.values()) else None
-    stats = update(model, anchor, optimizer, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
+    stats = update(model, anchor, optimizer, turns, config, np.random.default_rng(0), cpu, Distributed(cpu))
     hook.remove()
 
     for name, p in model.named_parameters():
@@ -165,7 +181,7 @@ def test_merged_update_is_the_unmerged_update(
     if entropy_coef:  # the logged entropy is the unmerged batch's mean entropy under the aggregation
         with torch.no_grad():
             entropy = response_logprobs(before_model(model, before), *pack_all(turns), entropy=True)[2]
-        expected_entropy = aggregate(entropy, pack_all(turns)[3], how, 8)
+        expected_entropy = aggregate(entropy, pack_all(turns)[3], coefficients_of(turns, how, 8))
         assert stats["entropy"] == pytest.approx(float(expected_entropy), rel=1e-5)
 
 
@@ -201,16 +217,16 @@ def test_merged_ppo_with_clipping_is_the_unmerged_ppo(dual_clip):
     for _ in range(2):
         sgd.zero_grad()
         logp = response_logprobs(by_hand, ids, attention, positions, mask)[0]
-        loss, info = policy_loss(logp, old, advantages, mask, "ppo", 0.2, "token_mean", 8, dual_clip=dual_clip or None)
+        token_mean = row_coefficients(mask.sum(1), "token_mean", 8)
+        loss, info = policy_loss(logp, old, advantages, mask, token_mean, "ppo", 0.2, dual_clip=dual_clip or None)
         clipped.append(info["clip_fraction"])
         loss.backward()
         sgd.step()
     assert clipped[1] > 0.2  # the second epoch really clips
 
-    total = (len(turns), sum(len(t.response_ids) for t in turns))
     cpu = torch.device("cpu")
     sgd = torch.optim.SGD(model.parameters(), lr=lr)
-    stats = update(model, None, sgd, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
+    stats = update(model, None, sgd, turns, config, np.random.default_rng(0), cpu, Distributed(cpu))
     for p, q in zip(model.parameters(), by_hand.parameters(), strict=True):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=5e-4)  # weights move by up to ~10
     assert stats["clip_fraction"] == pytest.approx(sum(clipped) / 2, rel=1e-5)

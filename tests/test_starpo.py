@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainers.losses import AGGREGATIONS, aggregate, policy_loss  # noqa: E402
+from trainers.losses import AGGREGATIONS, aggregate, policy_loss, row_coefficients  # noqa: E402
 from trainers.starpo import (  # noqa: E402
     DEFAULT_GROUP_SIZE,
     DELTA_BELIEF_LAMBDA,
@@ -157,7 +157,7 @@ def one_token_loss(ratio: float, advantage: float, **options) -> tuple[float, di
     logp = torch.tensor([[math.log(ratio)]], dtype=torch.float64)
     loss, stats = policy_loss(
         logp, torch.zeros_like(logp), torch.tensor([advantage], dtype=torch.float64), torch.ones_like(logp),
-        "ppo", clip=0.2, aggregation="token_mean", **options,
+        torch.ones(1, dtype=torch.float64), "ppo", clip=0.2, **options,
     )  # fmt: skip
     return float(loss), stats
 
@@ -192,8 +192,8 @@ def test_dual_clip_gradient():
     def gradient(ratio: float, advantage: float) -> float:
         logp = torch.tensor([[math.log(ratio)]], requires_grad=True)
         loss, _ = policy_loss(
-            logp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1), "ppo",
-            aggregation="token_mean", clip_high=0.28, dual_clip=3.0,
+            logp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1), torch.ones(1), "ppo",
+            clip_high=0.28, dual_clip=3.0,
         )  # fmt: skip
         loss.backward()
         return float(logp.grad)
@@ -212,13 +212,15 @@ def test_defaults_reproduce_the_symmetric_loss_exactly():
     spiral = -torch.minimum(ratio * adv[:, None], ratio.clamp(0.8, 1.2) * adv[:, None])
     took_clip = (ratio * adv[:, None] > ratio.clamp(0.8, 1.2) * adv[:, None]).float()
     for how in ("dr_grpo", "token_mean"):
-        expected = aggregate(spiral, mask, how, 16)
+        coefficients = row_coefficients(mask.sum(1), how, 16)
+        expected = aggregate(spiral, mask, coefficients)
         for options in ({}, {"clip_high": 0.2}):
-            loss, stats = policy_loss(logp, old, adv, mask, "ppo", 0.2, how, 16, **options)
+            loss, stats = policy_loss(logp, old, adv, mask, coefficients, "ppo", 0.2, **options)
             assert torch.equal(loss, expected)
             assert stats == {"clip_fraction": float((took_clip * mask).sum() / mask.sum())}
-    loss, stats = policy_loss(logp, None, adv, mask, "reinforce", aggregation="token_mean")
-    assert torch.equal(loss, aggregate(-logp * adv[:, None], mask, "token_mean", 1))
+    token_mean = row_coefficients(mask.sum(1), "token_mean", 1)
+    loss, stats = policy_loss(logp, None, adv, mask, token_mean, "reinforce")
+    assert torch.equal(loss, aggregate(-logp * adv[:, None], mask, token_mean))
     assert stats == {"clip_fraction": 0.0}
 
 
@@ -227,19 +229,21 @@ def test_seq_mean_token_mean_by_hand():
     per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0], [5.0, 6.0, 7.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
     # sequence means 2 and 4; the empty third sequence does not count
-    assert float(aggregate(per_token, mask, "seq_mean_token_mean", 1)) == pytest.approx(3.0)
-    assert float(aggregate(per_token, torch.zeros_like(mask), "seq_mean_token_mean", 1)) == 0.0
+    per_turn = row_coefficients(mask.sum(1), "seq_mean_token_mean", 1)
+    assert float(aggregate(per_token, mask, per_turn)) == pytest.approx(3.0)
+    none = torch.zeros_like(mask)
+    assert float(aggregate(per_token, none, row_coefficients(none.sum(1), "seq_mean_token_mean", 1))) == 0.0
     # through the loss: REINFORCE with A = 1 gives -mean log pi per sequence
     logp = -per_token
-    loss, _ = policy_loss(logp, None, torch.ones(3), mask, "reinforce", aggregation="seq_mean_token_mean")
+    loss, _ = policy_loss(logp, None, torch.ones(3), mask, per_turn, "reinforce")
     assert float(loss) == pytest.approx(3.0)
 
 
 def test_policy_loss_rejects_bad_options():
-    logp, mask = torch.zeros(1, 2), torch.ones(1, 2)
+    logp, mask, one = torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1)
     with pytest.raises(ValueError, match=r"advantages must have shape \[batch\] \(one per turn\), got \(1, 2\)"):
-        policy_loss(logp, logp, torch.ones(1, 2), mask)
+        policy_loss(logp, logp, torch.ones(1, 2), mask, one)
     with pytest.raises(ValueError, match="dual_clip must be greater than 1, got 1.0"):
-        policy_loss(logp, logp, torch.ones(1), mask, dual_clip=1.0)
+        policy_loss(logp, logp, torch.ones(1), mask, one, dual_clip=1.0)
     with pytest.raises(ValueError, match="clip_high must be positive, got 0.0"):
-        policy_loss(logp, logp, torch.ones(1), mask, clip_high=0.0)
+        policy_loss(logp, logp, torch.ones(1), mask, one, clip_high=0.0)

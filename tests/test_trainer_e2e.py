@@ -102,7 +102,8 @@ def replayed_advantages(run: Path) -> list[float]:
     moves by the EMA (decay from config.json), starting from the baselines logged at the step before
     (none: 0). Every turn must carry its seat's advantage, and after the step the baselines must be
     the ones logged at that step."""
-    decay = json.loads((run / "config.json").read_text())["rae_decay"]
+    config = json.loads((run / "config.json").read_text())
+    decay, by_shard = config["rae_decay"], config["rae_scope"] == "shard"
     metrics = {r["step"]: r for r in rows(run)}
     transcript = [json.loads(line) for line in (run / "transcripts.jsonl").read_text().splitlines()]
     checked = []
@@ -120,6 +121,8 @@ def replayed_advantages(run: Path) -> list[float]:
             advantage = {}
             for seat in seats:  # a seat that never got to move still moves its baseline
                 key = f"{turns[0]['game']}/{seat}"
+                if by_shard:  # each shard's games move its own baselines (SPIRAL's actors)
+                    key = f"shard{turns[0]['shard']}/{key}"
                 old = baselines.get(key, 0.0)
                 advantage[seat] = rewards[seat] - old
                 baselines[key] = decay * old + (1 - decay) * rewards[seat]
@@ -138,6 +141,18 @@ def test_self_play_advantages_replay_from_the_run_files(finished_run):
     open with an invalid move: seat 1 then never moves, but its baseline does.)"""
     advantages = replayed_advantages(finished_run)
     assert len(advantages) >= 2 * 24 and any(a != 0 for a in advantages)
+
+
+def test_each_shard_keeps_its_own_baselines_with_rae_scope_shard(tmp_path):
+    """SPIRAL's RAE scope (one EMA per actor process, spiral-rl/spiral train_spiral.py, ``role_baseline_ema``
+    in ``SelfPlayActor``): with 3 shards each (shard, game, seat) baseline moves only with its shard's games."""
+    out = tmp_path / "run"
+    settings = {**SMALL, "output_dir": str(out), "rollout_shards": 3, "rae_scope": "shard", "steps": 2}
+    train(TrainConfig.build({**settings, "eval_every": 1, "save_every": 2}), progress=False)
+    advantages = replayed_advantages(out)
+    assert len(advantages) >= 2 * 24 and any(a != 0 for a in advantages)
+    baselines = [k for k in rows(out)[-1] if k.startswith("rae/")]
+    assert {k.split("/")[1] for k in baselines} == {"shard0", "shard1", "shard2"}
 
 
 def test_checkpoint_plays_as_an_hf_agent(finished_run):

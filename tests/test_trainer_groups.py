@@ -353,10 +353,12 @@ def test_the_4b_recipe_carries_the_upstream_settings(tmp_path, monkeypatch):
     assert (c.weight_decay, c.grad_clip, c.group_size, c.groups_per_step) == (0.01, 1.0, 16, 240)
     assert (c.temperature, c.max_new_tokens, c.max_game_actions) == (1.0, 50, 20)
     assert (c.loss, c.clip, c.clip_high, c.dual_clip, c.epochs, c.kl_coef) == ("ppo", 0.2, 0.28, 3.0, 1, 0.0)
-    assert c.aggregation == "token_mean" and (c.eval_samples_per_secret, c.eval_long_questions) == (8, 50)
+    # verl's update as delta-belief-rl runs it: 3 mini-batches of 80 groups, zero advantages kept, no <|im_end|>
+    assert (c.mini_batches, c.filter_zero_adv, c.train_stop_token) == (3, False, False)
+    assert c.aggregation == "group_mean_token_mean" and (c.eval_samples_per_secret, c.eval_long_questions) == (8, 50)
     assert c.games == "TwentyQuestions-v0:oracle=openai:Qwen/Qwen3-14B;words=coca_plus_train"
     assert c.eval_env_ids.endswith("words=coca_plus_test")
-    assert TrainConfig.build({"recipe": "delta-belief-4b", "algo": "starpo"}).aggregation == "seq_mean_token_mean"
+    assert TrainConfig.build({"recipe": "delta-belief-4b", "algo": "starpo"}).aggregation == "game_mean_token_mean"
 
 
 def test_thinking_off_reaches_the_chat_template(tiny_policy):

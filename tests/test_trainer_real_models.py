@@ -37,9 +37,8 @@ def make_turns(vocab: int, n: int = 8, seed: int = 0) -> list[Turn]:
 
 def learner_step(model, optimizer, turns: list[Turn], config: TrainConfig) -> dict[str, float]:
     """One call of the trainer's ``update`` on ``turns``, single process on CPU, no reference model."""
-    total = (len(turns), sum(len(t.response_ids) for t in turns))
     cpu = torch.device("cpu")
-    return update(model, None, optimizer, turns, total, config, np.random.default_rng(0), cpu, Distributed(cpu))
+    return update(model, None, optimizer, turns, config, np.random.default_rng(0), cpu, Distributed(cpu))
 
 
 def step_once(model, lr: float, bf16: bool) -> tuple[float, list[torch.dtype]]:
@@ -236,8 +235,15 @@ def test_entropy_bonus_raises_the_policy_entropy():
         turns = make_turns(model.config.vocab_size)
         for t in turns:
             t.advantage = 0.0
-        config = TrainConfig.build(
-            {"lr": 1e-2, "loss": "reinforce", "epochs": 1, "micro_batch": 4, "entropy_coef": coef}
+        config = TrainConfig.build(  # turns of advantage 0 kept (SPIRAL's filter would leave none to train)
+            {
+                "lr": 1e-2,
+                "loss": "reinforce",
+                "epochs": 1,
+                "micro_batch": 4,
+                "entropy_coef": coef,
+                "filter_zero_adv": False,
+            }
         )
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.0)
         before = mean_entropy(model, turns)

@@ -14,7 +14,7 @@ from spiral_arena.models.policy import Policy  # noqa: E402
 from spiral_arena.registry import GameSpec  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
 from trainers.flags import add_arguments, from_arguments  # noqa: E402
-from trainers.losses import KL_ESTIMATORS, aggregate, kl_per_token, policy_loss  # noqa: E402
+from trainers.losses import KL_ESTIMATORS, kl_per_token, policy_loss, row_coefficients  # noqa: E402
 from trainers.rae import RAE, state_advantages  # noqa: E402
 from trainers.rollout import collect, parse_mixture  # noqa: E402
 
@@ -77,13 +77,14 @@ def test_reinforce_and_ppo_losses_by_hand():
     old = torch.tensor([[-1.0, -2.5, 0.0], [-0.5, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     adv = torch.tensor([2.0, -1.0])
-    loss, _ = policy_loss(logp, old, adv, mask, "reinforce", aggregation="token_mean")
+    token_mean = row_coefficients(mask.sum(1), "token_mean", 10)
+    loss, _ = policy_loss(logp, old, adv, mask, token_mean, "reinforce")
     # -(2*(-1) + 2*(-2) + (-1)*(-0.5)) / 3 tokens
     assert float(loss) == pytest.approx(-(-2 - 4 + 0.5) / 3)
-    loss, _ = policy_loss(logp, old, adv, mask, "reinforce", aggregation="dr_grpo", max_tokens=10)
+    loss, _ = policy_loss(logp, old, adv, mask, row_coefficients(mask.sum(1), "dr_grpo", 10), "reinforce")
     # per sequence sums: 6, -0.5 -> /10 -> mean over 2
     assert float(loss) == pytest.approx((6 / 10 - 0.5 / 10) / 2)
-    loss, info = policy_loss(logp, old, adv, mask, "ppo", clip=0.2, aggregation="token_mean")
+    loss, info = policy_loss(logp, old, adv, mask, token_mean, "ppo", clip=0.2)
     ratio = math.exp(0.5)  # token 2 of row 0, clipped to 1.2 with positive advantage
     expected = -(1 * 2 + min(ratio, 1.2) * 2 + 1 * -1) / 3
     assert float(loss) == pytest.approx(expected)
@@ -93,7 +94,7 @@ def test_reinforce_and_ppo_losses_by_hand():
 def test_ppo_gradient_is_zero_when_clipped():
     logp = torch.tensor([[0.0]], requires_grad=True)
     old = torch.tensor([[-1.0]])  # ratio e > 1.2, positive advantage: clipped, no gradient
-    loss, _ = policy_loss(logp, old, torch.tensor([1.0]), torch.ones(1, 1), "ppo", aggregation="token_mean")
+    loss, _ = policy_loss(logp, old, torch.tensor([1.0]), torch.ones(1, 1), torch.ones(1), "ppo")
     loss.backward()
     assert float(logp.grad) == 0.0
 
@@ -113,7 +114,7 @@ def test_kl_rejects_an_unknown_estimator():
 
 def test_aggregate_rejects_unknown():
     with pytest.raises(ValueError, match="aggregation"):
-        aggregate(torch.ones(1, 1), torch.ones(1, 1), "mean", 1)
+        row_coefficients(torch.ones(1), "mean", 1)
 
 
 class EchoEngine:

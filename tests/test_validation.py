@@ -131,7 +131,7 @@ def test_rae_decay_zero_is_valid():
     ("field", "valid"),
     [
         ("loss", "ppo, reinforce"),
-        ("aggregation", "dr_grpo, token_mean, seq_mean_token_mean"),
+        ("aggregation", "dr_grpo, token_mean, seq_mean_token_mean, game_mean_token_mean, group_mean_token_mean"),
         ("lr_schedule", "constant, warmup, cosine"),
         ("backend", "hf, vllm"),
         ("prompt_template", "spiral, bare"),

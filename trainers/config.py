@@ -151,6 +151,15 @@ class TrainConfig:
     """Role-conditioned advantage: R - EMA baseline per (game, role). False = plain REINFORCE on R."""
     rae_decay: float = 0.95
     """EMA decay of the RAE baselines: baseline <- decay * baseline + (1 - decay) * return."""
+    rae_scope: str = "step"
+    """Whose games move a baseline: "step", one EMA per (game, role) over every game of the step, in order;
+    "shard", one per rollout shard, game and role, each moved only by its shard's games, as SPIRAL's code
+    keeps one per actor process (with 8 shards of 16 turns, SPIRAL's 8 actors: a baseline then spans about
+    10 steps of ~2 games each, where "step"'s 20-game window is a fraction of one step)."""
+    filter_zero_adv: bool = True
+    """Leave turns whose advantage is exactly 0 out of the update (SPIRAL's ``filter_zero_adv``). False keeps
+    them in the loss's denominators, as delta-belief-rl (verl) does: a step is then not scaled up by
+    1 / (share of informative turns)."""
     state_baseline: int = 0
     """On top of RAE: a turn whose observation at least this many other turns of the step (same game
     and seat) also answered gets its return minus their mean return instead (a per-position baseline,
@@ -169,12 +178,21 @@ class TrainConfig:
     """Dual clip c > 1: a token with negative advantage loses at most -c * A; 0 = off."""
     epochs: int = 2
     """Learner passes over each step's samples."""
+    mini_batches: int = 1
+    """Optimiser steps per epoch: the step's games split into this many runs of whole groups, each its own
+    normalised batch, with the log-probs before the first step as PPO's old ones (so from the second on the
+    ratio moves and the clips act). delta-belief-rl takes 3 (mini-batches of 80 of its 240 groups)."""
     micro_batch: int = 8
     """Distinct samples per forward/backward pass (identical turns are merged into one weighted row);
     gradients accumulate over the whole step."""
     aggregation: str = "dr_grpo"
-    """"dr_grpo" (token sum / max_new_tokens), "token_mean", or "seq_mean_token_mean" (each turn's token
-    mean, then the mean over turns)."""
+    """"dr_grpo" (token sum / max_new_tokens, mean over turns: SPIRAL's), "token_mean" (over all tokens),
+    "seq_mean_token_mean" (each turn's token mean, then the mean over turns), "game_mean_token_mean" (each
+    game's, then over games: StarPO's, a row of verl's being a whole game) or "group_mean_token_mean" (each
+    group's, then over groups: delta-belief-rl's token-mean, its micro-batch being one group)."""
+    train_stop_token: bool = True
+    """Train the end-of-turn token that closes a reply; False leaves it out of the loss, as delta-belief-rl's
+    loss mask leaves out ``<|im_end|>``."""
     lr: float = 1e-6
     """Peak learning rate of AdamW."""
     lr_schedule: str = "constant"

@@ -1,151 +1,174 @@
-"""The learner: one policy update from a step's turns (old log-probs, then PPO-clip or REINFORCE epochs,
-an optional KL anchor and entropy bonus, duplicate turns merged into weighted rows), the learning-rate
-schedule and bf16 autocast."""
+"""The learner: one policy update from a step's turns (old log-probs, then PPO-clip or REINFORCE epochs over
+mini-batches, an optional KL anchor and entropy bonus, duplicate turns merged into weighted rows), the
+learning-rate schedule and bf16 autocast."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch.distributed.tensor import DTensor
 
 from spiral_arena.models.logprobs import pack, response_logprobs
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, is_sharded
-from trainers.losses import aggregate, kl_per_token, policy_loss
+from trainers.losses import UNITS, aggregate, kl_per_token, policy_loss, row_coefficients
 from trainers.rollout import Turn
 
 logger = logging.getLogger(__name__)
 
 
-def update(
-    model,
-    reference,
-    optimizer,
-    turns: list[Turn],
-    total: tuple[int, int],
-    config: TrainConfig,
-    rng,
-    device,
-    ddp: Distributed,
-) -> dict[str, float]:
-    """Old log-probs recomputed without grad, then ``epochs`` passes of one optimiser step each.
+@dataclass
+class Row:
+    """Identical turns trained as one row: their summed coefficient, their coefficient-weighted mean advantage."""
 
-    Turns with the same prompt and response (and sign of advantage) go through the model once, as
-    one row with their mean advantage and their count as weight (``merge_duplicates``): the tiny
-    recipe's ~1,300 Kuhn and TicTacToe turns a step are ~420 rows. The loss and gradient
-    are those of the unmerged batch for both losses, the KL, the entropy bonus and every
-    aggregation (up to float rounding).
+    turns: list[Turn]
+    coefficient: float
+    advantage: float
 
-    Micro-batches accumulate into that step weighted by their share of the whole batch over every
-    rank (``total`` = trained turns, their response tokens), so summing the ranks' gradients gives
-    exactly the gradient of the full batch, however it was split. Forward passes run under bf16
-    autocast when ``config.bf16``; parameters, gradients and AdamW state stay fp32.
 
-    The first epoch's log-probs (taken before any optimiser step) are compared token by token with
-    the log-probs the engine reported while sampling every turn: ``logprob_gap/mean`` and ``/max``.
-    Near 0 means the rollouts came from the policy being trained; a gap means they did not (stale
-    engine weights, a different dtype or a sampling transform the learner does not apply)."""
-    if total[0] == 0:
-        return {}
-    by_tokens = config.aggregation == "token_mean"
+def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, rng, device, ddp: Distributed):
+    """Old log-probs recomputed without grad, then ``epochs`` passes over ``mini_batches`` parts of the
+    step's turns (those of advantage 0 left out with ``filter_zero_adv``), one optimiser step per part.
+
+    The parts are runs of whole groups in the step's order (a self-play game is its own group), as verl
+    splits its batch into PPO mini-batches: after the first part's step the others are off-policy, which is
+    where PPO's clips act. Each part is normalised as a batch of its own over every rank
+    (``losses.row_coefficients``), so its micro-batches add up to exactly its loss and gradient, however it
+    was split. With ``train_stop_token`` off the end-of-turn token is left out of the loss, as
+    delta-belief-rl's mask leaves ``<|im_end|>`` out.
+
+    Turns with the same prompt and response (and sign of advantage) go through the model once, as one row
+    (``merge_duplicates``): the tiny recipe's ~1,300 Kuhn and TicTacToe turns a step are ~420 rows, and the
+    loss and gradient are those of the unmerged batch for both losses, the KL, the entropy bonus and every
+    aggregation (up to float rounding). Forward passes run under bf16 autocast when ``config.bf16``;
+    parameters, gradients and AdamW state stay fp32. A step whose gradient norm is not finite is skipped, as
+    verl skips it.
+
+    Each turn's log-probs before any optimiser step are compared token by token with the log-probs the
+    engine reported while sampling it: ``logprob_gap/mean`` and ``/max``. Near 0 means the rollouts came from
+    the policy being trained; a gap means they did not (stale engine weights, a different dtype or a sampling
+    transform the learner does not apply)."""
+    # a zero advantage gives no gradient: SPIRAL leaves such turns out, delta-belief-rl keeps them in the means
+    turns = [trainable(t, config.train_stop_token) for t in turns if t.advantage != 0.0 or not config.filter_zero_adv]
+    trained = int(ddp.sum([float(len(turns))])[0])
+    if trained == 0:
+        return {"trained": 0}
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    # rows of like length share a micro-batch: less padding (a seventh of the tiny recipe's update), the same sums
-    groups = sorted(merge_duplicates(turns), key=lambda g: len(g[0].prompt_ids) + len(g[0].response_ids))
-    batches = [groups[i : i + config.micro_batch] for i in range(0, len(groups), config.micro_batch)]
+    unit = UNITS.get(config.aggregation)
+    parts: list[list[list[Row]]] = []  # each part's micro-batches of rows
+    for part in split_by_group(turns, config.mini_batches):
+        units = torch.tensor([t.game_id if unit == "game" else t.group_id for t in part], dtype=torch.long)
+        tokens = torch.tensor([float(len(t.response_ids)) for t in part], dtype=torch.float64)
+        coefficients = row_coefficients(tokens, config.aggregation, config.max_new_tokens, units, ddp.sum)
+        rows = [r for r in merge_duplicates(part, coefficients.tolist()) if r.turns[0].response_ids]
+        # rows of like length share a micro-batch: less padding (a seventh of the tiny recipe's update), the same sums
+        rows.sort(key=lambda r: len(r.turns[0].prompt_ids) + len(r.turns[0].response_ids))
+        parts.append([rows[i : i + config.micro_batch] for i in range(0, len(rows), config.micro_batch)])
     sharded, placeholder = is_sharded(model), None
     if sharded:  # every forward/backward is a collective: all ranks run as many micro-batches
-        most = int(ddp.max([len(batches)])[0])
-        placeholder = [Turn("", 0, "", [pad], [pad], [0.0], "", True)]  # weight 0: joins, adds nothing
-        batches += [[placeholder]] * (most - len(batches))
+        most = ddp.max([float(len(batches)) for batches in parts])
+        placeholder = Row([Turn("", 0, "", [pad], [pad], [0.0], "", True)], 0.0, 0.0)  # coefficient 0: adds nothing
+        for batches, n in zip(parts, most, strict=True):
+            batches += [[placeholder]] * (int(n) - len(batches))
+    steps = config.epochs * len(parts)
 
-    def forward(net, batch, grad: bool, entropy: bool = False):
+    def forward(net, batch: list[Row], grad: bool, entropy: bool = False):
         ids, attention, positions, mask = pack(
-            [g[0].prompt_ids for g in batch], [g[0].response_ids for g in batch], pad, device
+            [r.turns[0].prompt_ids for r in batch], [r.turns[0].response_ids for r in batch], pad, device
         )
         with torch.set_grad_enabled(grad), autocast(config, device):
             return response_logprobs(net, ids, attention, positions, mask, config.temperature, entropy=entropy)
 
-    # PPO's ratio needs the pre-update log-probs; REINFORCE never reads them
-    old = [forward(model, b, False)[0] for b in batches] if config.loss == "ppo" else [None] * len(batches)
-    ref = [forward(reference, b, False)[0] for b in batches] if reference is not None else None
-    kl_by_game = config.kl_by_game
+    # the behaviour policy's log-probs: PPO's ratio reads them, and so does the on-policy check when later
+    # mini-batches are taken after a step (REINFORCE on one mini-batch reads its first pass instead)
+    keep_old = config.loss == "ppo" or len(parts) > 1
+    old = [[forward(model, b, False)[:2] for b in batches] if keep_old else None for batches in parts]
+    ref = [[forward(reference, b, False)[0] for b in batches] for batches in parts] if reference is not None else None
     totals: dict[str, float] = defaultdict(float)
-    gap_sum = gap_max = gap_tokens = 0.0
+    gap = [0.0, 0.0, 0.0]  # summed |gap|, tokens compared, max
+    if keep_old:
+        for batches, before in zip(parts, old, strict=True):
+            for batch, (logp, mask) in zip(batches, before, strict=True):
+                add_gap(gap, batch, logp, mask, placeholder, device)
     model.train()
     for epoch in range(config.epochs):
-        optimizer.zero_grad(set_to_none=True)
-        for i in rng.permutation(len(batches)):
-            batch = batches[i]
-            logp, mask, *entropy = forward(model, batch, True, entropy=config.entropy_coef > 0)
-            if batch[0] is placeholder:
-                (logp.sum() * 0.0).backward()
-                continue
-            if epoch == 0:  # every merged turn against its own sampled log-probs
-                members = [t for g in batch for t in g]
-                rows = torch.tensor([row for row, g in enumerate(batch) for _ in g], device=device)
-                engine_logp, known = generation_logprobs(members, mask[rows])
-                gap = (logp.detach()[rows] - engine_logp).abs() * known
-                gap_sum, gap_tokens = gap_sum + float(gap.sum()), gap_tokens + float(known.sum())
-                gap_max = max(gap_max, float(gap.max()))
-            advantages = torch.tensor([sum(t.advantage for t in g) / len(g) for g in batch], device=device)
-            weights = torch.tensor([float(len(g)) for g in batch], device=device)
-            loss, info = policy_loss(
-                logp,
-                old[i],
-                advantages,
-                mask,
-                config.loss,
-                config.clip,
-                config.aggregation,
-                config.max_new_tokens,
-                clip_high=config.clip_high or None,
-                dual_clip=config.dual_clip or None,
-                weights=weights,
-            )
-            objective = loss
-            if ref:  # each turn's KL at its game's weight (kl_by_game); the logged kl is unweighted
-                coefs = torch.tensor([kl_by_game[g[0].game] for g in batch], device=device)
-                per_token = kl_per_token(logp, ref[i], config.kl_estimator)
-                args = (mask, config.aggregation, config.max_new_tokens, weights)
-                kl = aggregate(per_token.detach(), *args)
-                objective = objective + aggregate(per_token * coefs[:, None], *args)
-            # this micro-batch's part of the whole batch (over all ranks): by turns, or by tokens for token_mean
-            if by_tokens:
-                share = sum(len(g[0].response_ids) * len(g) for g in batch) / total[1]
-            else:
-                share = sum(len(g) for g in batch) / total[0]
-            if entropy:  # the bonus: a higher entropy lowers the objective
-                mean_entropy = aggregate(entropy[0], mask, config.aggregation, config.max_new_tokens, weights)
-                objective = objective - config.entropy_coef * mean_entropy
-                totals["entropy"] += mean_entropy.item() * share / config.epochs
-            # FSDP averages gradients over ranks; scaling by the rank count makes that the sum
-            (objective * share * (ddp.world if sharded else 1)).backward()
-            totals["loss"] += loss.item() * share / config.epochs
-            totals["clip_fraction"] += info["clip_fraction"] * share / config.epochs
-            totals["dual_clip_fraction"] += info.get("dual_clip_fraction", 0.0) * share / config.epochs
-            if ref:
-                totals["kl"] += kl.item() * share / config.epochs
-        if not sharded:
-            ddp.sum_gradients(model)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        if isinstance(grad_norm, DTensor):
-            grad_norm = grad_norm.full_tensor()
-        totals["grad_norm"] += float(grad_norm) / config.epochs
-        optimizer.step()
-    keys = ("loss", "clip_fraction", "kl", "dual_clip_fraction", "entropy")
-    summed = ddp.sum([totals[k] for k in keys] + [gap_sum, gap_tokens])
-    stats = {**dict(zip(keys, summed[:5], strict=True)), "grad_norm": totals["grad_norm"]}
-    if not config.dual_clip:
-        del stats["dual_clip_fraction"]
-    if not config.entropy_coef:
-        del stats["entropy"]
-    if summed[6] == 0:  # no turn carried engine log-probs
+        for k, batches in enumerate(parts):
+            optimizer.zero_grad(set_to_none=True)
+            for i in rng.permutation(len(batches)):
+                batch = batches[i]
+                logp, mask, *entropy = forward(model, batch, True, entropy=config.entropy_coef > 0)
+                if batch[0] is placeholder:
+                    (logp.sum() * 0.0).backward()
+                    continue
+                if epoch == 0 and not keep_old:  # one mini-batch, no step taken yet: these are the sampler's
+                    add_gap(gap, batch, logp.detach(), mask, placeholder, device)
+                coefficients = torch.tensor([r.coefficient for r in batch], device=device, dtype=logp.dtype)
+                weights = torch.tensor([float(len(r.turns)) for r in batch], device=device)
+                loss, info = policy_loss(
+                    logp,
+                    old[k][i][0] if config.loss == "ppo" else None,
+                    torch.tensor([r.advantage for r in batch], device=device),
+                    mask,
+                    coefficients,
+                    config.loss,
+                    config.clip,
+                    clip_high=config.clip_high or None,
+                    dual_clip=config.dual_clip or None,
+                    weights=weights,
+                )
+                objective = loss
+                if ref:  # each turn's KL at its game's weight (kl_by_game); the logged kl is unweighted
+                    games = torch.tensor([config.kl_by_game[r.turns[0].game] for r in batch], device=device)
+                    per_token = kl_per_token(logp, ref[k][i], config.kl_estimator)
+                    objective = objective + aggregate(per_token * games[:, None], mask, coefficients)
+                    totals["kl"] += aggregate(per_token.detach(), mask, coefficients).item() / steps
+                if entropy:  # the bonus: a higher entropy lowers the objective
+                    mean_entropy = aggregate(entropy[0], mask, coefficients)
+                    objective = objective - config.entropy_coef * mean_entropy
+                    totals["entropy"] += mean_entropy.item() / steps
+                # FSDP averages gradients over ranks; scaling by the rank count makes that the sum
+                (objective * (ddp.world if sharded else 1)).backward()
+                counted = float((mask * weights[:, None]).sum())
+                totals["loss"] += loss.item() / steps
+                totals["tokens"] += counted
+                totals["clipped"] += info["clip_fraction"] * counted
+                totals["dual_clipped"] += info.get("dual_clip_fraction", 0.0) * counted
+            if not sharded:
+                ddp.sum_gradients(model)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            if isinstance(grad_norm, DTensor):
+                grad_norm = grad_norm.full_tensor()
+            if math.isfinite(float(grad_norm)):
+                totals["grad_norm"] += float(grad_norm) / steps
+                optimizer.step()
+            else:  # a NaN or inf gradient would ruin every weight it touches
+                totals["skipped_steps"] += 1
+                optimizer.zero_grad(set_to_none=True)
+    keys = ("loss", "kl", "entropy", "tokens", "clipped", "dual_clipped")
+    *values, gap_sum, gap_tokens = ddp.sum([totals[k] for k in keys] + gap[:2])
+    summed = dict(zip(keys, values, strict=True))
+    tokens = max(summed["tokens"], 1.0)
+    stats = {"trained": trained, "loss": summed["loss"], "clip_fraction": summed["clipped"] / tokens}
+    stats["grad_norm"] = totals["grad_norm"]
+    if ref:
+        stats["kl"] = summed["kl"]
+    if config.dual_clip:
+        stats["dual_clip_fraction"] = summed["dual_clipped"] / tokens
+    if config.entropy_coef:
+        stats["entropy"] = summed["entropy"]
+    if totals["skipped_steps"]:
+        stats["skipped_steps"] = totals["skipped_steps"]
+        logger.warning("%d optimiser step(s) skipped: the gradient norm was not finite", totals["skipped_steps"])
+    if gap_tokens == 0:  # no turn carried engine log-probs
         return stats
-    stats["logprob_gap/mean"] = summed[5] / summed[6]
-    stats["logprob_gap/max"] = ddp.max([gap_max])[0]
+    stats["logprob_gap/mean"] = gap_sum / gap_tokens
+    stats["logprob_gap/max"] = ddp.max([gap[2]])[0]
     if stats["logprob_gap/mean"] > config.logprob_gap_warn:
         logger.warning(
             "rollouts look off-policy: mean |generation log-prob - learner log-prob| = %.4f per token "
@@ -157,16 +180,52 @@ def update(
     return stats
 
 
-def merge_duplicates(turns: list[Turn]) -> list[list[Turn]]:
-    """``turns`` grouped by (prompt tokens, response tokens, sign of the advantage), in order of first
-    appearance. Members share their log-probs, and both losses are linear in the advantage within a
-    sign (PPO's clip and dual clip depend on the sign only), so one row with the group's mean
-    advantage, weighted by its size, carries the whole group's loss and gradient."""
-    groups: dict[tuple, list[Turn]] = {}
+def trainable(turn: Turn, stop_token: bool) -> Turn:
+    """The turn as the loss sees it: without its end-of-turn token when ``stop_token`` is off."""
+    if stop_token or not turn.finished:
+        return turn
+    return dataclasses.replace(turn, response_ids=turn.response_ids[:-1], logprobs=turn.logprobs[:-1])
+
+
+def split_by_group(turns: list[Turn], parts: int) -> list[list[Turn]]:
+    """``turns`` in ``parts`` runs of whole groups in their order (group counts differ by at most one; a part
+    may be empty on a rank with fewer groups than parts)."""
+    groups = list(dict.fromkeys(t.group_id for t in turns))
+    part_of = {groups[i]: k for k, chunk in enumerate(np.array_split(np.arange(len(groups)), parts)) for i in chunk}
+    split: list[list[Turn]] = [[] for _ in range(parts)]
     for turn in turns:
+        split[part_of[turn.group_id]].append(turn)
+    return split
+
+
+def merge_duplicates(turns: list[Turn], coefficients: list[float]) -> list[Row]:
+    """``turns`` grouped by (prompt tokens, response tokens, sign of the advantage), in order of first
+    appearance. Members share their log-probs, and both losses are linear in the advantage within a sign
+    (PPO's clip and dual clip depend on the sign only), so one row with the summed coefficient and the
+    coefficient-weighted mean advantage carries the whole group's loss and gradient."""
+    groups: dict[tuple, list[int]] = {}
+    for k, turn in enumerate(turns):
         key = (tuple(turn.prompt_ids), tuple(turn.response_ids), turn.advantage > 0)
-        groups.setdefault(key, []).append(turn)
-    return list(groups.values())
+        groups.setdefault(key, []).append(k)
+    rows = []
+    for members in groups.values():
+        weight = sum(coefficients[k] for k in members)
+        mean = sum(coefficients[k] * turns[k].advantage for k in members) / weight if weight else 0.0
+        rows.append(Row([turns[k] for k in members], weight, mean))
+    return rows
+
+
+def add_gap(gap: list[float], batch: list[Row], logp: torch.Tensor, mask: torch.Tensor, placeholder, device) -> None:
+    """Adds each member turn's |learner - engine| log-prob gap to ``gap`` (sum, tokens, max)."""
+    if batch[0] is placeholder:
+        return
+    members = [t for r in batch for t in r.turns]
+    rows = torch.tensor([row for row, r in enumerate(batch) for _ in r.turns], device=device)
+    engine_logp, known = generation_logprobs(members, mask[rows])
+    diff = (logp[rows] - engine_logp).abs() * known
+    gap[0] += float(diff.sum())
+    gap[1] += float(known.sum())
+    gap[2] = max(gap[2], float(diff.max()))
 
 
 def generation_logprobs(batch: list[Turn], mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

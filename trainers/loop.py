@@ -5,7 +5,7 @@ One policy step:
    the policy) until enough turns are done;
 2. advantages: each trained player's return minus its (game, role) EMA baseline (RAE), or
    optionally minus the mean return of the step's other turns at the same position;
-3. learner: recompute old log-probs, then PPO-clip or REINFORCE epochs (+ optional KL anchor);
+3. learner: recompute old log-probs, then PPO-clip or REINFORCE epochs over mini-batches (+ optional KL anchor);
 4. the engine gets the new weights; every K steps, evaluation and a checkpoint.
 """
 
@@ -241,8 +241,16 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         # every rank gets every shard's games, in shard order, so RAE sees the same sequence everywhere
         gathered = ddp.gather(dict(zip(shards, mine, strict=True)))
         by_shard = {s: games for part in gathered for s, games in part.items()}
+        for s, games in by_shard.items():
+            for game in games:
+                game.shard = s
         results = [game for s in sorted(by_shard) for game in by_shard[s]]
-        own = [game for s in shards for game in by_shard[s]]
+        own = [(s, game) for s in shards for game in by_shard[s]]  # this rank's: the ones it trains on
+        groups: dict[tuple, int] = {}  # the learner's units: each turn's game and group (self-play: the game)
+        for index, (s, game) in enumerate(own):
+            group = groups.setdefault((s, game.game, game.record.seed) if grouped else (index,), len(groups))
+            for turn in game.turns:
+                turn.game_id, turn.group_id = index, group
         rollout_s = time.monotonic() - t0
 
         # 2. advantages: RAE baseline per (game, role), read before it is updated; or, for a single
@@ -255,9 +263,10 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         else:
             group_stats = {}
             for game in results:
+                actor = game.shard if config.rae_scope == "shard" else None
                 for seat in game.policy_seats:
                     ret = game.shaped[seat]
-                    adv = rae.advantage(game.game, seat, ret) if config.rae else ret
+                    adv = rae.advantage(game.game, seat, ret, actor) if config.rae else ret
                     for turn in game.turns:
                         if turn.role == seat:
                             turn.advantage = adv
@@ -271,16 +280,12 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                 group_stats["state_baseline/share"] = sum(a is not None for a in by_state) / max(1, len(by_state))
         advantage_s = time.monotonic() - t0
         turns = [t for g in results for t in g.turns]
-        trained = [t for g in own for t in g.turns if t.advantage != 0.0]  # zero advantage: no gradient
-        total_trained, total_tokens = (
-            int(x) for x in ddp.sum([len(trained), sum(len(t.response_ids) for t in trained)])
-        )
 
         # 3. learner --------------------------------------------------------------------------
         t0 = time.monotonic()
         engine.sleep()  # frees the accelerator for the update (vLLM); a no-op for the hf engine
         stats = update(
-            model, reference, optimizer, trained, (total_trained, total_tokens), config, learner_rng, device, ddp
+            model, reference, optimizer, [t for _, g in own for t in g.turns], config, learner_rng, device, ddp
         )
         with warnings.catch_warnings():  # a step with nothing to train (all advantages 0) skips optimizer.step()
             warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
@@ -303,7 +308,6 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             "sync_s": sync_s,
             **group_stats,
             "samples": len(turns),
-            "trained": total_trained,
             **stats,
             **rollout_metrics(results, turns, rollout_s),
             **{f"rae/{k}": v for k, v in rae.baselines.items()},

@@ -1,41 +1,75 @@
 """Policy-gradient losses on per-token log-probs, and how tokens are summed into one number.
 
 Shapes: ``logprobs``, ``old_logprobs``, ``mask`` are [batch, tokens] (mask 1 on response tokens),
-``advantages`` is [batch] (one scalar per turn, broadcast to its tokens), ``weights`` is [batch]: how
-many identical turns each row stands for (the learner merges duplicates; None = one each).
+``advantages`` is [batch] (one scalar per turn, broadcast to its tokens), ``coefficients`` is [batch]: each
+row's factor in the batch's token sum (``row_coefficients``), ``weights`` is [batch]: how many identical
+turns each row stands for (the learner merges duplicates; None = one each), for the statistics.
 
-SPIRAL uses a symmetric PPO clip and Dr.GRPO aggregation; the 20 Questions recipe (StarPO and
-ΔBelief-RL) uses a wider upper clip (ε_low 0.2, ε_high 0.28), dual-clip c = 3 and the mean over each
-sequence's tokens, then over sequences.
+SPIRAL uses a symmetric PPO clip and Dr.GRPO aggregation; the 20 Questions recipes (StarPO and
+ΔBelief-RL) a wider upper clip (ε_low 0.2, ε_high 0.28), dual-clip c = 3, and the token mean of each game
+(StarPO) or of each group of games (ΔBelief), then the mean over them (verl's rules as delta-belief-rl
+runs them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-AGGREGATIONS = ("dr_grpo", "token_mean", "seq_mean_token_mean")
+AGGREGATIONS = ("dr_grpo", "token_mean", "seq_mean_token_mean", "game_mean_token_mean", "group_mean_token_mean")
 KL_ESTIMATORS = ("k3", "k2")
 LOSSES = ("ppo", "reinforce")
+# the token means, by what one unit of the mean is: every token of the batch, one turn, one game, one group
+UNITS = {"token_mean": "batch", "seq_mean_token_mean": "turn", "game_mean_token_mean": "game",
+         "group_mean_token_mean": "group"}  # fmt: skip
 
 
-def aggregate(
-    per_token: torch.Tensor, mask: torch.Tensor, how: str, max_tokens: int, weights: torch.Tensor | None = None
+def _local(values: list[float]) -> list[float]:
+    return values
+
+
+def row_coefficients(
+    tokens: torch.Tensor,
+    how: str,
+    max_tokens: int,
+    units: torch.Tensor | None = None,
+    reduce: Callable[[list[float]], list[float]] = _local,
 ) -> torch.Tensor:
-    """``dr_grpo``: sum over tokens / a constant (the generation limit), mean over the batch, so
-    long answers are not down-weighted per token (Dr.GRPO); ``token_mean``: mean over all tokens;
-    ``seq_mean_token_mean``: mean over each sequence's tokens, then over the sequences that have
-    tokens, so every turn weighs the same whatever its length (verl's name, the 20 Questions recipe).
-    A row of weight w counts as w copies of itself, so merging identical turns changes nothing."""
-    w = torch.ones(mask.shape[0], dtype=mask.dtype, device=mask.device) if weights is None else weights
+    """Each row's factor c, given its number of response ``tokens``, such that the aggregated loss is
+    sum_rows c * sum_tokens(loss * mask): every aggregation is a weighted token sum, so a batch split into
+    micro-batches (or over ranks) adds up to the whole batch's loss exactly, and identical rows merge by
+    adding their factors.
+
+    ``dr_grpo``: each row's token sum / ``max_tokens`` (the generation limit), mean over rows, so long answers
+    are not down-weighted per token (Dr.GRPO, SPIRAL's). The token means: ``token_mean`` over every token;
+    ``seq_mean_token_mean`` each turn's own token mean, then the mean over turns; ``game_mean_token_mean`` and
+    ``group_mean_token_mean`` the token mean of each unit (``units``: each row's game or group id), then the
+    mean over units: delta-belief-rl's two losses, whose row is a whole game (StarPO: verl's
+    seq-mean-token-mean) and whose micro-batch is one group of 16 games (delta-belief: verl's token-mean
+    within a micro-batch, then the mean over micro-batches). Units without tokens do not count. ``reduce``
+    sums a list of numbers over ranks (rank-local ``units``: a game or group lives on one rank)."""
     if how == "dr_grpo":
-        return ((per_token * mask).sum(dim=1).div(max_tokens) * w).sum() / w.sum().clamp(min=1)
+        rows = reduce([float(tokens.shape[0])])[0]
+        return torch.full_like(tokens, 1.0 / (max_tokens * max(rows, 1.0)))
     if how == "token_mean":
-        return (per_token * mask).sum(dim=1).mul(w).sum() / mask.sum(dim=1).mul(w).sum().clamp(min=1)
+        return torch.full_like(tokens, 1.0 / max(reduce([float(tokens.sum())])[0], 1.0))
+    if how not in UNITS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
     if how == "seq_mean_token_mean":
-        tokens_per_sequence = mask.sum(dim=1)
-        sequence_means = (per_token * mask).sum(dim=1) / tokens_per_sequence.clamp(min=1)
-        return (sequence_means * w).sum() / (w * (tokens_per_sequence > 0)).sum().clamp(min=1)
-    raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
+        units = torch.arange(tokens.shape[0], device=tokens.device)
+    elif units is None or units.shape != tokens.shape:
+        raise ValueError(f"{how} needs one {UNITS[how]} id per row")
+    unit_tokens = torch.zeros(int(units.max()) + 1 if len(units) else 0, dtype=tokens.dtype, device=tokens.device)
+    unit_tokens.index_add_(0, units, tokens)
+    live = reduce([float((unit_tokens > 0).sum())])[0]
+    own = unit_tokens[units]
+    return torch.where(own > 0, 1.0 / own.clamp(min=1.0), 0.0) / max(live, 1.0)
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
+    """sum_rows coefficient * sum_tokens(per_token * mask): the loss under the rows' ``row_coefficients``."""
+    return ((per_token * mask).sum(dim=1) * coefficients).sum()
 
 
 def policy_loss(
@@ -43,20 +77,21 @@ def policy_loss(
     old_logprobs: torch.Tensor | None,
     advantages: torch.Tensor,
     mask: torch.Tensor,
+    coefficients: torch.Tensor,
     kind: str = "ppo",
     clip: float = 0.2,
-    aggregation: str = "dr_grpo",
-    max_tokens: int = 4096,
     *,
     clip_high: float | None = None,
     dual_clip: float | None = None,
     weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """PPO-clip, or REINFORCE (-A * log pi); returns the loss and its clip statistics.
+    """PPO-clip, or REINFORCE (-A * log pi); returns the loss (the rows' ``coefficients``-weighted token
+    sum) and its clip statistics.
 
-    The ratio is clipped to [1 - clip, 1 + clip_high] (``clip_high`` None: symmetric, SPIRAL's rule).
-    A wider upper bound lets unlikely tokens with positive advantage gain more per step, which keeps
-    exploration alive (DAPO's "clip higher"). ``dual_clip`` c > 1 bounds the loss of a token with
+    The ratio exp(log pi - log pi_old), its exponent held to [-20, 20] (verl's guard against overflow), is
+    clipped to [1 - clip, 1 + clip_high] (``clip_high`` None: symmetric, SPIRAL's rule). A wider upper bound
+    lets unlikely tokens with positive advantage gain more per step, which keeps exploration alive (DAPO's
+    "clip higher"). ``dual_clip`` c > 1 bounds the loss of a token with
     negative advantage by -c * A: without it a token whose ratio has grown far above 1 + clip_high
     (off-policy data) would get a loss, and a gradient, that grows with the ratio without limit; with
     it such a token contributes a constant and no gradient. Positive advantages are untouched.
@@ -75,7 +110,7 @@ def policy_loss(
     tokens = mask_w.sum().clamp(min=1)
     stats: dict[str, float] = {}
     if kind == "ppo":
-        ratio = torch.exp(logprobs - old_logprobs)
+        ratio = torch.exp((logprobs - old_logprobs).clamp(-20.0, 20.0))
         upper = clip if clip_high is None else clip_high
         unclipped_loss = -ratio * adv
         clipped_loss = -ratio.clamp(1.0 - clip, 1.0 + upper) * adv
@@ -91,7 +126,7 @@ def policy_loss(
         stats["clip_fraction"] = 0.0
     else:
         raise ValueError(f"loss must be one of {LOSSES}, got {kind!r}")
-    return aggregate(per_token, mask, aggregation, max_tokens, weights), stats
+    return aggregate(per_token, mask, coefficients), stats
 
 
 def kl_per_token(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:

@@ -88,7 +88,8 @@ class MetricsLog:
 
     def transcripts(self, step: int, games: list[GameResult]) -> None:
         """One line per turn of the step's games. ``game_index`` (the game's place among the step's games,
-        in the order the advantages were computed), ``game_rewards`` (its rewards per seat, as trained on)
+        in the order the advantages were computed), ``shard`` (whose RAE baselines it moves with rae_scope
+        "shard"), ``game_rewards`` (its rewards per seat, as trained on)
         and ``policy_seats`` let the step's advantages be replayed from the file alone."""
         if not self.enabled:
             return
@@ -104,6 +105,7 @@ class MetricsLog:
                     "reward": t.reward,
                     "advantage": t.advantage,
                     "game_index": index,
+                    "shard": game.shard,
                     "game_rewards": list(game.shaped),
                     "policy_seats": list(game.policy_seats),
                 }

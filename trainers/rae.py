@@ -1,4 +1,4 @@
-"""Role-conditioned Advantage Estimation: one EMA baseline per (game, role).
+"""Role-conditioned Advantage Estimation: one EMA baseline per (game, role), or per (actor, game, role).
 
 SPIRAL's rule, exactly: the baseline starts at 0, is read *before* it is updated with the
 game's return, and the advantage is the return minus that old value. Self-play games are not
@@ -21,12 +21,13 @@ class RAE:
         self.baselines: dict[str, float] = {}  # "game/role" -> b
 
     @staticmethod
-    def key(game: str, role: int | str) -> str:
-        return f"{game}/{role}"
+    def key(game: str, role: int | str, actor: int | None = None) -> str:
+        return f"{game}/{role}" if actor is None else f"shard{actor}/{game}/{role}"
 
-    def advantage(self, game: str, role: int | str, ret: float) -> float:
-        """A = R - b_old, then b <- decay * b_old + (1 - decay) * R."""
-        k = self.key(game, role)
+    def advantage(self, game: str, role: int | str, ret: float, actor: int | None = None) -> float:
+        """A = R - b_old, then b <- decay * b_old + (1 - decay) * R; ``actor``: whose baseline (SPIRAL keeps one
+        per actor process; None = one for the whole run)."""
+        k = self.key(game, role, actor)
         old = self.baselines.get(k, 0.0)
         self.baselines[k] = self.decay * old + (1.0 - self.decay) * ret
         return ret - old

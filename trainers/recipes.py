@@ -33,7 +33,7 @@ from typing import Any
 # was measured.
 TINY_GAMES = "KuhnPoker-v0:rounds=1;reward=chips,TicTacToe-v0:board=lines,SimpleNegotiation-v0:brief=true"
 RECIPES: dict[str, dict[str, Any]] = {
-    "spiral": {},
+    "spiral": {},  # the field defaults, and ALGO_RECIPES["rae/spiral"]
     "tiny": {
         "games": TINY_GAMES,
         "game_weights": "4,1,2",
@@ -87,10 +87,15 @@ RECIPES["delta-belief-4b"] = {
     "eval_opponents": "", "save_every": 4, "vllm_max_model_len": 4096,
 }  # fmt: skip
 
-# The 20 Questions recipe (bethgelab/delta-belief-rl): PPO with a wider upper clip and dual clip, one
-# epoch, no KL; StarPO averages each turn's tokens, then the turns; delta-belief takes the token mean.
-# "ALGO/tiny" adds the CPU settings of the embedded model.
-_GROUP_PPO = {"loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "kl_coef": 0.0}
+# The 20 Questions recipe: the update bethgelab/delta-belief-rl makes (verl's PPO actor): a wider upper clip and
+# dual clip, one epoch of 3 optimiser steps (mini-batches of 80 of its 240 groups; the 2nd and 3rd off-policy),
+# no KL, turns of advantage 0 kept in the means, the end-of-turn token out of the loss; StarPO takes each game's
+# token mean, then the mean over games (its row is a whole game), delta-belief each group's token mean, then the
+# mean over groups (its micro-batch is one group). "ALGO/tiny" adds the CPU settings of the embedded model.
+_GROUP_PPO = {
+    "loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "mini_batches": 3, "kl_coef": 0.0,
+    "filter_zero_adv": False, "train_stop_token": False,
+}  # fmt: skip
 # The CPU setting: a closed world of 32 table nouns and 7 questions (the splitting expert finds every
 # secret, the weak questioner of the warm start about one in five), evaluated on every secret of that world;
 # the recap observation (the questions so far in a few lines) keeps prompts short, and the list of nouns that
@@ -100,18 +105,23 @@ _GROUP_PPO = {"loss": "ppo", "clip_high": 0.28, "dual_clip": 3.0, "epochs": 1, "
 # question names one noun at most (one_guess): with any number, StarPO learned to list a dozen nouns per
 # question. The belief is read off the form the warm start names nouns in. A KL anchor to the warm start (0.1;
 # upstream has none) keeps the answers readable: without it both methods drifted, within 100 steps, to replies
-# that run to the token limit with fragments the table cannot read (docs/results/twenty-questions.md).
+# that run to the token limit with fragments the table cannot read (docs/results/twenty-questions.md). Its 4
+# groups a step make 2 mini-batches of 2 (upstream: 3 of 80).
 CLOSED_WORLD = "TwentyQuestions-v0:recap=true;world=32;max_questions=7;candidates=true;one_guess=true"
 _GROUP_TINY = {
     "games": CLOSED_WORLD, "eval_env_ids": CLOSED_WORLD, "game_weights": "",
     "group_size": 8, "groups_per_step": 4, "max_new_tokens": 24, "max_game_actions": 7, "obs_format": "last",
-    "steps": 100, "eval_every": 25, "sft_steps": 1500, "sft_agent": "expert#guess_prob=0.3", "sft_naming": 1.0,
+    "steps": 100, "eval_every": 25, "mini_batches": 2, "sft_steps": 1500, "sft_agent": "expert#guess_prob=0.3",
+    "sft_naming": 1.0,
     "lr": 1e-3, "lr_schedule": "constant", "belief_probe": "named", "kl_coef": 0.1, "kl_estimator": "k3",
     "game_kl_coefs": "",
 }  # fmt: skip
 ALGO_RECIPES: dict[str, dict[str, Any]] = {
-    "starpo": {**_GROUP_PPO, "aggregation": "seq_mean_token_mean"},
-    "delta-belief": {**_GROUP_PPO, "aggregation": "token_mean"},
+    # SPIRAL's 8 actors as 8 rollout shards of 16 turns, each with its own RAE baselines (spiral-rl/spiral's
+    # train_spiral.py keeps one EMA per player in each actor process)
+    "rae/spiral": {"rollout_shards": 8, "rae_scope": "shard"},
+    "starpo": {**_GROUP_PPO, "aggregation": "game_mean_token_mean"},
+    "delta-belief": {**_GROUP_PPO, "aggregation": "group_mean_token_mean"},
     "starpo/tiny": _GROUP_TINY,
     "delta-belief/tiny": _GROUP_TINY,
 }

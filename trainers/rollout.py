@@ -35,6 +35,8 @@ class Turn:
     finished: bool  # the response ended with the end-of-turn token
     reward: float = 0.0
     advantage: float = 0.0
+    game_id: int = 0  # which of its rank's games of the step it came from, and which group: the learner's units
+    group_id: int = 0
 
 
 @dataclass
@@ -53,6 +55,7 @@ class GameResult:
     final_observation: str = ""  # what the player saw after its last turn (the last belief is read there)
     secret: str | None = None
     snapshot_step: int | None = None  # population play: the step of the frozen policy in the other seat
+    shard: int = 0  # the rollout shard that played it: an actor of its own for RAE with rae_scope "shard"
 
     @property
     def won(self) -> bool:
