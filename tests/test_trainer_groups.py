@@ -349,6 +349,7 @@ def test_the_4b_recipe_carries_the_upstream_settings(tmp_path, monkeypatch):
     monkeypatch.setattr("spiral_arena.models.vllm.install_problem", lambda: None)  # as if vLLM were installed
     c = TrainConfig.build({"recipe": "delta-belief-4b"})
     assert (c.algo, c.model, c.backend, c.thinking) == ("delta-belief", "Klingspor/Qwen3-4B-SFT", "vllm", False)
+    assert c.prompt_template == "questioner"  # the questioner's own prompts, as it was trained
     assert (c.lora_rank, c.lora_alpha, c.lr, c.adam_beta1, c.adam_beta2) == (64, 64, 3e-5, 0.9, 0.95)
     assert (c.weight_decay, c.grad_clip, c.group_size, c.groups_per_step) == (0.01, 1.0, 16, 240)
     assert (c.temperature, c.max_new_tokens, c.max_game_actions) == (1.0, 50, 20)

@@ -134,7 +134,7 @@ def test_rae_decay_zero_is_valid():
         ("aggregation", "dr_grpo, token_mean, seq_mean_token_mean, game_mean_token_mean, group_mean_token_mean"),
         ("lr_schedule", "constant, warmup, cosine"),
         ("backend", "hf, vllm"),
-        ("prompt_template", "spiral, bare"),
+        ("prompt_template", "spiral, bare, questioner"),
         ("obs_format", '"", full, first_last, last'),
         ("recipe", "auto, tiny, spiral, delta-belief-4b"),
     ],

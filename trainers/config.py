@@ -98,7 +98,9 @@ class TrainConfig:
     pool_every: int = 10
     """Population self-play: steps between snapshots."""
     prompt_template: str = "spiral"
-    """"spiral": framing + observation + boxed-answer instruction; "bare": the observation alone."""
+    """"spiral": framing + observation + boxed-answer instruction; "bare": the observation alone; "questioner":
+    a Twenty Questions game as delta-belief-rl's SFT questioner was trained to read it (that project's system
+    prompt and instructions, downloaded once, one chat turn per question; needs obs_format "full" or recap=true)."""
     thinking: bool = True
     """False passes enable_thinking=False to the chat template, so a hybrid-thinking model (Qwen3)
     answers without a thinking block, as delta-belief-rl's questioner does; templates without the

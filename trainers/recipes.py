@@ -70,13 +70,15 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 
 
-# delta-belief-rl's 4B run (trainer.md section 4): its SFT questioner, LoRA r 64 on every linear layer,
+# delta-belief-rl's 4B run (trainer.md section 4): its SFT questioner, prompted as it was trained (its own system
+# prompt and instructions, one chat turn per question, bare questions), LoRA r 64 on every linear layer,
 # 240 secrets x 16 games per step for 60 steps (15 epochs of 1,000 words), thinking off, a Qwen3-14B
 # judge behind an OpenAI-compatible endpoint ($OPENAI_BASE_URL, e.g. `vllm serve Qwen/Qwen3-14B`), and
 # evaluation on the held-out nouns with 8 samples each at the judge's sampling, at 20 and 50 questions.
 _JUDGE = "oracle=openai:Qwen/Qwen3-14B"
 RECIPES["delta-belief-4b"] = {
     "algo": "delta-belief", "model": "Klingspor/Qwen3-4B-SFT", "backend": "vllm", "thinking": False,
+    "prompt_template": "questioner",
     "games": f"TwentyQuestions-v0:{_JUDGE};words=coca_plus_train",
     "eval_env_ids": f"TwentyQuestions-v0:{_JUDGE};words=coca_plus_test",
     "group_size": 16, "groups_per_step": 240, "steps": 60, "games_in_flight": 3840,

@@ -36,7 +36,7 @@ class ConfigError(ValueError):
 CHOICES: dict[str, tuple[str, ...]] = {
     "recipe": ("auto", "tiny", "spiral", "delta-belief-4b"),
     "backend": ("hf", "vllm"),
-    "prompt_template": ("spiral", "bare"),
+    "prompt_template": ("spiral", "bare", "questioner"),
     "obs_format": ("", *OBS_FORMATS),
     "loss": ("ppo", "reinforce"),
     "aggregation": ("dr_grpo", "token_mean", "seq_mean_token_mean", "game_mean_token_mean", "group_mean_token_mean"),

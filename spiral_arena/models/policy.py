@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from array import array
 
+from spiral_arena.games.twenty_questions import TwentyQuestions
 from spiral_arena.models import Engine
-from spiral_arena.models.prompting import single_turn_prompt, stop_token_ids
+from spiral_arena.models.prompting import questioner_messages, single_turn_prompt, stop_token_ids
+from spiral_arena.wordlists import questioner_prompts
 
-PROMPT_TEMPLATES = ("spiral", "bare")
+# "spiral": framing + observation + boxed-answer instruction; "bare": the observation alone; "questioner": a
+# Twenty Questions game as delta-belief-rl's questioner reads it (its own prompts, one chat turn per question)
+PROMPT_TEMPLATES = ("spiral", "bare", "questioner")
 PROMPT_CACHE_TOKENS = 4_000_000  # prompt token ids a Policy keeps (16 MB as int32, plus the texts)
 
 
@@ -28,7 +32,7 @@ class Policy:
         thinking: bool = True,
     ) -> None:
         if template not in PROMPT_TEMPLATES:
-            raise ValueError(f"prompt_template must be 'spiral' or 'bare', got {template!r}")
+            raise ValueError(f"prompt_template must be one of {', '.join(PROMPT_TEMPLATES)}; got {template!r}")
         self.engine, self.tokenizer, self.template = engine, tokenizer, template
         # Hybrid-thinking chat templates (Qwen3) read enable_thinking; False closes the thinking block
         # before the answer. Other templates ignore the variable.
@@ -41,16 +45,23 @@ class Policy:
         # the same text the template would give, without running Jinja for every decision.
         rendered = self._render(self._MARKER)
         self._prefix, found, self._suffix = rendered.partition(self._MARKER)
-        self._fast = bool(found)
+        self._fast = bool(found) and template != "questioner"
+        self._questioner = questioner_prompts() if template == "questioner" else None
         self._known_prompts: dict[str, array] = {}  # prompt text -> its token ids
         self._known_tokens = 0  # how many ids it holds
 
-    def _render(self, content: str) -> str:
+    def _render(self, content: str | list[dict[str, str]]) -> str:
+        messages = [{"role": "user", "content": content}] if isinstance(content, str) else content
         return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True, **self.chat_options
+            messages, tokenize=False, add_generation_prompt=True, **self.chat_options
         )
 
     def prompt_text(self, observation: str) -> str:
+        if self._questioner is not None:
+            position = TwentyQuestions.read_position(observation)
+            if position is None:
+                raise ValueError("prompt_template 'questioner' reads Twenty Questions turns only, not this observation")
+            return self._render(questioner_messages(self._questioner, position["questions"]))
         content = single_turn_prompt(observation) if self.template == "spiral" else observation
         return f"{self._prefix}{content}{self._suffix}" if self._fast else self._render(content)
 

@@ -3,10 +3,13 @@
 API agents send ``SYSTEM_PROMPT`` as a system message and the observation, unchanged, as the user
 message (so a server behind the API sees exactly what the env produced). Trainers and models
 without a system role use ``single_turn_prompt``: the same sentences folded into one user turn,
-framing first and answer instruction last, as SPIRAL's template does.
+framing first and answer instruction last, as SPIRAL's template does. A Twenty Questions questioner
+trained by delta-belief-rl reads ``questioner_messages``: that project's own chat.
 """
 
 from __future__ import annotations
+
+from spiral_arena.wordlists import QuestionerPrompts
 
 GAME_FRAMING = (
     "You are one of the two players in a zero-sum game: whatever you win, your opponent loses. "
@@ -35,6 +38,19 @@ def chat_messages(observation: str, system_prompt: str | None = None) -> list[di
 def single_turn_prompt(observation: str) -> str:
     """The whole prompt as one user turn: framing, observation, answer instruction."""
     return f"{GAME_FRAMING}\n\n{observation}\n\n{ANSWER_INSTRUCTION}"
+
+
+def questioner_messages(prompts: QuestionerPrompts, questions: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A Twenty Questions game so far as delta-belief-rl's questioner reads it: its system prompt and first
+    instruction, then each question asked (``questions``: the env's ``read_position``) as the assistant's turn
+    and the answer to it, ". " and the next instruction as the user's."""
+    replies = {"yes": "Yes", "no": "No", "invalid": prompts.invalid, "repeated": prompts.repeated}
+    messages = [{"role": "system", "content": prompts.system}, {"role": "user", "content": prompts.first}]
+    for asked in questions:
+        reply = replies.get(asked["answer"], "No answer")  # "error": the judge failed (the game is not trained)
+        messages += [{"role": "assistant", "content": asked["question"]},
+                     {"role": "user", "content": f"{reply}. {prompts.later}"}]  # fmt: skip
+    return messages
 
 
 def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
