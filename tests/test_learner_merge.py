@@ -21,8 +21,8 @@ from trainers.rollout import Turn  # noqa: E402
 from trainers.tiny import build_model  # noqa: E402
 
 
-def small_model():
-    model = build_model(vocab_size=48, hidden_size=32, seed=0)
+def small_model(vocab_size: int = 48, dtype=torch.float32):
+    model = build_model(vocab_size=vocab_size, hidden_size=32, seed=0).to(dtype)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() > 1:

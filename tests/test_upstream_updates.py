@@ -34,6 +34,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from test_learner_merge import small_model as merge_test_model  # noqa: E402
+
 from spiral_arena.models.logprobs import pack, response_logprobs  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed import Distributed  # noqa: E402
@@ -41,20 +43,13 @@ from trainers.learner import update  # noqa: E402
 from trainers.losses import policy_loss  # noqa: E402
 from trainers.rae import RAE  # noqa: E402
 from trainers.rollout import Turn  # noqa: E402
-from trainers.tiny import build_model  # noqa: E402
 
 CPU = torch.device("cpu")
 STOP = 2  # the end-of-turn token of these hand-made turns
 
 
 def small_model():
-    model = build_model(vocab_size=40, hidden_size=32, seed=0).double()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0.0, 0.05)
-    model.config.pad_token_id = 0
-    return model
+    return merge_test_model(vocab_size=40, dtype=torch.float64)
 
 
 def twenty_questions_step() -> list[Turn]:

@@ -245,10 +245,10 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             for game in games:
                 game.shard = s
         results = [game for s in sorted(by_shard) for game in by_shard[s]]
-        own = [(s, game) for s in shards for game in by_shard[s]]  # this rank's: the ones it trains on
+        own = [game for s in shards for game in by_shard[s]]  # this rank's: the ones it trains on
         groups: dict[tuple, int] = {}  # the learner's units: each turn's game and group (self-play: the game)
-        for index, (s, game) in enumerate(own):
-            group = groups.setdefault((s, game.game, game.record.seed) if grouped else (index,), len(groups))
+        for index, game in enumerate(own):
+            group = groups.setdefault((game.shard, game.game, game.record.seed) if grouped else (index,), len(groups))
             for turn in game.turns:
                 turn.game_id, turn.group_id = index, group
         rollout_s = time.monotonic() - t0
@@ -284,9 +284,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         # 3. learner --------------------------------------------------------------------------
         t0 = time.monotonic()
         engine.sleep()  # frees the accelerator for the update (vLLM); a no-op for the hf engine
-        stats = update(
-            model, reference, optimizer, [t for _, g in own for t in g.turns], config, learner_rng, device, ddp
-        )
+        stats = update(model, reference, optimizer, [t for g in own for t in g.turns], config, learner_rng, device, ddp)
         with warnings.catch_warnings():  # a step with nothing to train (all advantages 0) skips optimizer.step()
             warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
             scheduler.step()

@@ -45,7 +45,7 @@ class Policy:
         # the same text the template would give, without running Jinja for every decision.
         rendered = self._render(self._MARKER)
         self._prefix, found, self._suffix = rendered.partition(self._MARKER)
-        self._fast = bool(found) and template != "questioner"
+        self._fast = bool(found)
         self._questioner = questioner_prompts() if template == "questioner" else None
         self._known_prompts: dict[str, array] = {}  # prompt text -> its token ids
         self._known_tokens = 0  # how many ids it holds
