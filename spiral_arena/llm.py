@@ -29,9 +29,11 @@ import logging
 import os
 import random
 import re
+import socket
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
@@ -338,6 +340,14 @@ def _completion_text(data: Any) -> str:
     return content
 
 
+def _shut_down(sock: socket.socket) -> None:
+    """End both directions of a connection: a thread blocked reading it gets end-of-file at once."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed or never connected
+
+
 class ChatClient:
     """A blocking, thread-safe client for ``{base_url}/chat/completions``.
 
@@ -345,7 +355,9 @@ class ChatClient:
     times, waiting ``Retry-After`` when the server sends it, else ``backoff * 2**n`` with jitter;
     every wait is capped at ``max_backoff``. Other 4xx raise at once with the server's message.
     Once ``close`` is called (a run stopping), a failed request is not retried and nothing is logged:
-    its error is the close's own doing (``Bad file descriptor``), not the endpoint's.
+    its error is the close's own doing, not the endpoint's. ``close`` shuts every connection down
+    before closing it: a thread waiting for a reply wakes at once (a socket closed under a reader that
+    has a timeout leaves it waiting out the timeout, and the interpreter's exit waits for it).
     """
 
     def __init__(
@@ -389,6 +401,8 @@ class ChatClient:
         self._url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions", fragment=""))
         self._jitter = random.Random()
         self._closed = threading.Event()  # set by close(): requests still out stop without retrying
+        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()  # each connection's, for close()
+        self._sockets_lock = threading.Lock()
         self._httpx = httpx
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout),
@@ -448,6 +462,9 @@ class ChatClient:
     def close(self) -> None:
         """Close the connections; requests still out fail and stop quietly (see the class docstring)."""
         self._closed.set()
+        with self._sockets_lock:
+            for sock in list(self._sockets):
+                _shut_down(sock)
         self._http.close()
 
     def __enter__(self) -> ChatClient:
@@ -480,7 +497,7 @@ class ChatClient:
         httpx = self._httpx
         sent = time.perf_counter()
         try:
-            response = self._http.post(self._url, json=payload)  # reads the whole body
+            response = self._http.post(self._url, json=payload, extensions={"trace": self._trace})
         except httpx.TimeoutException as error:
             return _Failure(f"no reply within {self.timeout:g}s ({type(error).__name__})", None, True)
         except httpx.RequestError as error:
@@ -505,6 +522,19 @@ class ChatClient:
             return _Failure(f"malformed reply (not a chat completion): {self._brief(response.text)}", status, True)
         usage = data.get("usage")
         return ChatReply(text, _token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens"), latency)
+
+    def _trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpx's trace hook: remember each new connection's socket (plain, then TLS) for ``close``.
+        One opened while ``close`` runs is shut down here, so no request outlives the close."""
+        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            return
+        sock = info["return_value"].get_extra_info("socket")
+        if sock is None:
+            return
+        with self._sockets_lock:
+            self._sockets.add(sock)
+            if self._closed.is_set():
+                _shut_down(sock)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:  # the server's wait, spread a little so callers do not return together
