@@ -131,7 +131,7 @@ def _row(job: Job, entrants: Sequence[Entrant], *, rewards, payoffs, invalid, tr
     )
 
 
-def _charged(row: store.GameRow, spent: Sequence[Spent | None]) -> store.GameRow:
+def charged(row: store.GameRow, spent: Sequence[Spent | None]) -> store.GameRow:
     """``row`` with the usage columns of its API seats filled in (the others stay NULL)."""
     columns = {}
     for seat, tally in enumerate(spent):
@@ -175,6 +175,15 @@ class Player:
         self.envs: dict[tuple, list[TextGameEnv]] = {}  # idle envs by game id and what each seat reads
         self.texts: dict[tuple[str, str], dict[str, Any]] = {}  # (label, env id) -> what that seat reads
 
+    def enter(self, entrants: Sequence[Entrant]) -> None:
+        """Let more entrants play (``spiral-arena web`` seats whoever a person picks); a label already
+        entered for another spec is a ValueError."""
+        for entrant in entrants:
+            known = self.entrants.setdefault(entrant.label, entrant)
+            if known.stored_spec != entrant.stored_spec:
+                spec = entrant.stored_spec
+                raise ValueError(f"{entrant.label!r} already plays here as {known.stored_spec}, not {spec}")
+
     def _agent(self, label: str) -> Agent | Exception:
         if label not in self.agents:
             entrant = self.entrants[label]
@@ -212,9 +221,9 @@ class Player:
     def play(self, jobs: Iterable[Job]) -> Iterator[store.GameRow]:
         """The row of every job, each as its game ends, with up to ``concurrency`` games in flight; jobs
         are read only as games start, so a lazy iterable keeps feeding the waves."""
-        for game in self.flight.play(self._start(job) for job in jobs):
+        for game in self.flight.play(self.start(job) for job in jobs):
             self.envs[game.kind].append(game.env)  # back in the pool
-            yield _charged(game.result, game.spent)
+            yield charged(game.result, game.spent)
 
     def _text(self, label: str, agent: Agent | Exception, env_id: str) -> dict[str, Any]:
         """What ``label``'s seat reads of ``env_id``: a checkpoint the text it trained on (``play.reading``;
@@ -224,7 +233,7 @@ class Player:
             self.texts[(label, env_id)] = reading(agent, GameSpec.parse(env_id)).text if built else {}
         return self.texts[(label, env_id)]
 
-    def _start(self, job: Job) -> _Game:
+    def start(self, job: Job) -> _Game:
         """The game of ``job``, in an idle env where each seat reads its own text, with its own copy of
         each seat's agent."""
         entrants = [self.entrants[label] for label in job.players]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import spiral_arena
 from spiral_arena import outputs
@@ -356,6 +357,46 @@ def insert_game(conn: sqlite3.Connection, row: GameRow) -> bool:
 
 def count_games(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM games").fetchone()[0]
+
+
+def game_id(conn: sqlite3.Connection, key: tuple[str, str, str, int]) -> int | None:
+    """The row id of the game stored under ``key`` (env id, player_0, player_1, seed), or None."""
+    query = "SELECT id FROM games WHERE env_id = ? AND player0 = ? AND player1 = ? AND seed = ?"
+    found = conn.execute(query, key).fetchone()
+    return None if found is None else found[0]
+
+
+_LISTED = ("id", "env_id", "player0", "player1", "seed", "reward0", "reward1", "invalid_reason", "error", "steps",
+           "finished_at")  # fmt: skip
+
+
+def recent_games(
+    conn: sqlite3.Connection, env_id: str | None = None, label: str | None = None, limit: int = 50
+) -> list[dict[str, Any]]:
+    """The latest ``limit`` stored games, newest first, optionally of one env id and one agent (either seat),
+    as column -> value (no transcript)."""
+    clauses, params = [], []
+    if env_id is not None:
+        clauses.append("env_id = ?")
+        params.append(env_id)
+    if label is not None:
+        clauses.append("(player0 = ? OR player1 = ?)")
+        params += [label, label]
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    query = f"SELECT {', '.join(_LISTED)} FROM games{where} ORDER BY id DESC LIMIT ?"
+    return [dict(zip(_LISTED, row, strict=True)) for row in conn.execute(query, [*params, limit])]
+
+
+def load_transcript(conn: sqlite3.Connection, row_id: int) -> dict[str, Any] | None:
+    """One stored game, transcript included (``transcript``: its moves as [seat, text] and the end message),
+    or None if no game has that id."""
+    columns = (*_LISTED, "transcript", "payoff0", "payoff1", "duration_s")
+    row = conn.execute(f"SELECT {', '.join(columns)} FROM games WHERE id = ?", (row_id,)).fetchone()
+    if row is None:
+        return None
+    game = dict(zip(columns, row, strict=True))
+    game["transcript"] = json.loads(game["transcript"])
+    return game
 
 
 def stored_keys(conn: sqlite3.Connection, env_ids: Iterable[str]) -> set[tuple[str, str, str, int]]:

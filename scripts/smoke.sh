@@ -40,7 +40,7 @@ check() {
 
 step spiral-arena --version
 step spiral-arena --help
-for command in envs play serve env-server train collect sft leaderboard eval; do
+for command in envs play serve env-server web train collect sft leaderboard eval; do
   step spiral-arena "$command" --help
 done
 
@@ -133,6 +133,50 @@ server=""
 check test -s env-server.log
 if grep -q Traceback env-server.log; then
   cat env-server.log >&2
+  exit 1
+fi
+# web: a free port, the page, one watched game of TicTacToe between expert and random, stored; then stop it
+port=$(python -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+server_log=web.log
+spiral-arena web --db web.sqlite --port "$port" >web.log 2>&1 &
+server=$!
+step python - "$port" <<'PY'
+import json
+import sys
+import time
+import urllib.request
+
+base = f"http://127.0.0.1:{sys.argv[1]}"
+
+
+def post(path, body):
+    request = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+deadline = time.monotonic() + 60
+while True:
+    try:
+        with urllib.request.urlopen(base + "/", timeout=10) as response:
+            assert b"spiral-arena" in response.read()
+        break
+    except OSError:  # not listening yet
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.3)
+match = post("/api/matches", {"game": "TicTacToe-v0", "seats": ["expert", "random"], "seed": 0})
+while not match["over"]:
+    match = post(f"/api/matches/{match['id']}/step", {"at": len(match["moves"])})
+assert match["stored"]["new"], match
+print(match["result"]["ends"][0])
+PY
+kill "$server"
+wait "$server" || true
+server=""
+check test -s web.sqlite
+if grep -q Traceback web.log; then
+  cat web.log >&2
   exit 1
 fi
 echo "smoke: all subcommands ran ($SECONDS s)"

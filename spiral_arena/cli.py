@@ -187,6 +187,31 @@ def _port_problem(port: int) -> list[str]:
     return [] if 1 <= port <= 65535 else [f"--port: must be a port number from 1 to 65535, got {port}"]
 
 
+def _add_server_arguments(parser: argparse.ArgumentParser, port: int, key_variable: str) -> None:
+    """--host, --port, --api-key and --allow-host, as every server command takes them."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    parser.add_argument("--port", type=int, default=port, help="(default: %(default)s)")
+    parser.add_argument("--api-key", default=None, help=f"require this bearer token (default: ${key_variable})")
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host (or Origin) is NAME; repeatable (default: the loopback names when "
+        "bound to loopback, the --host address when bound to another one, any name when bound to 0.0.0.0 or ::, "
+        "where --allow-host restricts it to the names given)",
+    )
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    from spiral_arena.web import web
+
+    api_key = _api_key(args.api_key, "SPIRAL_ARENA_WEB_KEY")
+    _check(_port_problem(args.port))
+    web(args.db, host=args.host, port=args.port, api_key=api_key, allow_hosts=tuple(args.allow_host))
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from spiral_arena.serve import serve
 
@@ -335,18 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="serve an agent as an OpenAI-compatible chat endpoint (/v1/chat/completions)")
     p.add_argument("--agent", required=True, help="agent spec, e.g. random, expert, gemini:MODEL")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", default=None, help="require this bearer token (default: $SPIRAL_ARENA_SERVE_KEY)")
-    p.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="also answer requests whose Host (or Origin) is NAME; repeatable (default: the loopback names when "
-        "bound to loopback, the --host address when bound to another one, any name when bound to 0.0.0.0 or ::, "
-        "where --allow-host restricts it to the names given)",
-    )
+    _add_server_arguments(p, 8000, "SPIRAL_ARENA_SERVE_KEY")
     p.add_argument(
         "--latency-ms",
         type=float,
@@ -368,16 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="random",
         help="agent spec for the other seat, each session its own (default: random; one-player games have none)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8001, help="(default: 8001, beside serve's 8000)")
-    p.add_argument("--api-key", default=None, help="require this bearer token (default: $SPIRAL_ARENA_ENV_SERVER_KEY)")
-    p.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="also answer requests whose Host (or Origin) is NAME; repeatable (as for serve)",
-    )
+    _add_server_arguments(p, 8001, "SPIRAL_ARENA_ENV_SERVER_KEY")
     p.add_argument(
         "--max-sessions",
         type=int,
@@ -393,6 +398,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="close a WebSocket session that sends nothing for S seconds, freeing its slot (default: 300; 0: never)",
     )
     p.set_defaults(func=cmd_env_server)
+
+    p = sub.add_parser(
+        "web", help="a page in the browser: play any agent, watch two agents play, follow the leaderboard live"
+    )
+    p.add_argument(
+        "--db",
+        default="leaderboard.sqlite",
+        help="the leaderboard database shown, where the games played on the page are stored (default: %(default)s)",
+    )
+    _add_server_arguments(p, 8002, "SPIRAL_ARENA_WEB_KEY")
+    p.set_defaults(func=cmd_web)
 
     p = sub.add_parser("train", help="self-play RL with RAE (no arguments: the tiny CPU recipe)")
     from trainers.flags import add_arguments

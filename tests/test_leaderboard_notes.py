@@ -158,7 +158,7 @@ def test_every_output_marks_the_row_and_gives_the_note(tmp_path):
     page = report.html_page(standings)
     legend = html.escape(LEGEND)  # the note's apostrophe is escaped
     assert page.count(f">{MARKED}</td>") == 1 and page.count(f'<p class="note marked">{legend}</p>') == 1
-    kuhn_section = page[page.index('<section id="scope-kuhnpoker-v0">') :]
+    kuhn_section = page[page.index('<section id="scope-kuhnpoker-v0"') :]
     assert kuhn_section.index(MARKED) < kuhn_section.index(legend) < kuhn_section.index("</section>")
 
     report.write_csv(standings, tmp_path / "s.csv")

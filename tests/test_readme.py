@@ -196,7 +196,7 @@ def plays_the_games_asked(command: str, result: subprocess.CompletedProcess[str]
 
 
 def writes_a_run_directory(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """"A run directory holds config.json, metrics.jsonl (step 0: the warm start's loss and evaluation),
+    """ "A run directory holds config.json, metrics.jsonl (step 0: the warm start's loss and evaluation),
     transcripts.jsonl, checkpoints/step_N/ ... and PNG plots"; at the end a table with the README's targets."""
     run_dir, steps = cwd / option(command, "--output-dir"), int(option(command, "--steps"))
     rows = metric_rows(run_dir)
@@ -210,7 +210,7 @@ def writes_a_run_directory(command: str, result: subprocess.CompletedProcess[str
 
 
 def scores_nothing(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """"the demo model answers nonsense, so every score is 0"."""
+    """ "the demo model answers nonsense, so every score is 0"."""
     out = cwd / option(command, "--output-dir")
     scores = json.loads((out / "results.json").read_text())["benchmarks"]
     assert set(scores) == set(option(command, "--benchmarks").split(","))
@@ -218,7 +218,7 @@ def scores_nothing(command: str, result: subprocess.CompletedProcess[str], cwd: 
 
 
 def ranks_every_run(command: str, result: subprocess.CompletedProcess[str], cwd: Path) -> None:
-    """"`random`, `expert` and the latest checkpoint of every run in `./runs`"."""
+    """ "`random`, `expert` and the latest checkpoint of every run in `./runs`"."""
     runs = [run / "checkpoints" for run in (cwd / "runs").iterdir() if (run / "checkpoints").is_dir()]
     latest = [max(checkpoints.glob("step_*")).relative_to(cwd) for checkpoints in runs]
     assert latest  # the run trained above
@@ -272,6 +272,40 @@ def gpu_check_without_gpu(command: str, cwd: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def serves_the_page(command: str, cwd: Path) -> None:
+    """A server runs until stopped: started on a free port in the README's directory, it must serve the page
+    and show the leaderboard the Rank commands above stored there."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = cwd / "web.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(["bash", "-c", f"exec {command} --port {port}"], cwd=cwd, env=environment(),
+                                  stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as reply:
+                    assert b"spiral-arena" in reply.read()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.3)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/leaderboard", timeout=60) as reply:
+            board = json.load(reply)
+        if (cwd / "leaderboard.sqlite").exists():  # the Rank section's run
+            assert board["games"] > 0 and "TicTacToe-v0" in board["html"], board.get("missing")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert "Traceback" not in log.read_text()
+
+
 def not_run(command: str, cwd: Path) -> None:
     pytest.skip(special_case(command).reason)
 
@@ -295,6 +329,9 @@ SPECIAL: dict[str, Case] = {
         "needs 8 GPUs, vLLM and real weights; docs/training-gpus.md runs torchrun on 2 CPU ranks and the "
         "missing-weights check of `train --model /models/...`",
         not_run,
+    ),
+    "spiral-arena web": Case(
+        "a server: started on a free port, it serves the page and the leaderboard", serves_the_page
     ),
     "bash benchmarks/gpu_check.sh": Case(
         "needs a GPU: without one it must say so and point to --dry-run, which tests/test_gpu_check.py runs",

@@ -32,7 +32,7 @@ from leaderboard.report.columns import (
     WEIGHTING_TEXT,
     agent_keys,
 )
-from leaderboard.report.page import html_page, table_id, write_html
+from leaderboard.report.page import html_page, html_sections, table_id, write_html
 from leaderboard.report.plot import NAME_LINES, NAME_WIDTH, png_bytes, png_figure, wrap_name, write_png
 from leaderboard.report.tabular import COST_COLUMNS, CSV_COLUMNS, USAGE_COLUMNS, to_json, write_csv, write_json
 from leaderboard.report.terminal import print_tables
@@ -50,6 +50,7 @@ __all__ = [
     "WEIGHTING_TEXT",
     "agent_keys",
     "html_page",
+    "html_sections",
     "png_bytes",
     "png_figure",
     "print_tables",

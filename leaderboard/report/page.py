@@ -113,10 +113,11 @@ def _method_note(standings: Standings) -> str:
     return " ".join(notes)
 
 
-def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> str:
-    picture = base64.b64encode(png_bytes(standings)).decode("ascii")
+def html_sections(standings: Standings) -> str:
+    """Every scope's section (its standings table, scale, marks and head to head), then the errors: the
+    page's body under its plot, which ``spiral-arena web`` shows live too."""
     keys = agent_keys(standings)
-    sections = []
+    parts = []
     for scope in standings.scopes:  # a field too large for the window scrolls inside its box, not the page
         matrix = (
             ""
@@ -125,8 +126,9 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
         )
         scale = "" if isinstance(scope, SoloScope) else f'<p class="note scale">{html.escape(scale_note(scope))}</p>'
         marked = "".join(f'<p class="note marked">{html.escape(line)}</p>' for line in note_legend(scope))
-        sections.append(
-            f'<section id="scope-{_slug(scope.name)}"><h2>{html.escape(scope_title(scope))}</h2>'
+        head = f'<section id="scope-{_slug(scope.name)}" data-scope="{html.escape(scope.name)}">'
+        parts.append(
+            f"{head}<h2>{html.escape(scope_title(scope))}</h2>"
             f'<div class="wide">{_standings_table(scope, standings.reasoning)}</div>{scale}{marked}{matrix}</section>'
         )
     errors = ""
@@ -136,6 +138,11 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
             for agent, (count, example) in error_summary(standings).items()
         )
         errors = f"<h2>Errors (not rated)</h2><ul>{items}</ul>"
+    return "".join(parts) + errors
+
+
+def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> str:
+    picture = base64.b64encode(png_bytes(standings)).decode("ascii")
     reasoning = ""
     if standings.reasoning is not None:
         lines = (standings.reasoning.legend, *standings.reasoning.notes)
@@ -151,7 +158,7 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
 <body><h1>{html.escape(title)}</h1>
 <p class="note">Generated {stamp}. {_method_note(standings)} Click a column header to sort.</p>
 {legend}{reasoning}<img alt="Ratings, success rates and head-to-head scores" src="data:image/png;base64,{picture}">
-{"".join(sections)}{errors}
+{html_sections(standings)}
 <script>\n{script}</script></body></html>
 """
 
