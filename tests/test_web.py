@@ -360,3 +360,34 @@ def test_the_api_refuses_what_it_cannot_play_with_one_sentence_and_loses_nothing
     answered = post(f"/api/matches/{match['id']}/step", {"at": 1}).json()
     assert len(answered["moves"]) == 2 and answered["turn"]["human"]
     assert "Traceback" not in web.log()
+
+
+def test_a_checkpoint_and_an_api_model_play_on_the_page_and_are_stored_under_their_specs(browser, tmp_path):
+    """Any agent spec sits in a seat: an API model (here `spiral-arena serve --agent expert` behind the OpenAI
+    protocol, a real HTTP server) against an hf: checkpoint (the tiny model, untrained: its answer is stored
+    as given, invalid or not), watched in the browser to the end."""
+    pytest.importorskip("transformers", reason="needs the train extra")
+    from trainers.tiny import create_tiny
+
+    model = create_tiny(tmp_path / "tiny", ["TicTacToe-v0"])
+    upstream = Server(tmp_path, "--agent", "expert")
+    web = Web(tmp_path, "--db", str(tmp_path / "lb.sqlite"))
+    try:
+        page = browser.new_page(viewport={"width": 1200, "height": 900}, bypass_csp=True)
+        page.set_default_timeout(120_000)
+        page.goto(web.url + "/")
+        page.wait_for_selector("#game option", state="attached")
+        start(page, "TicTacToe-v0", (f"openai:m@{upstream.url}", f"hf:{model}#max_new_tokens=24"), seed=4)
+        page.click("#run")
+        page.wait_for_selector("#result:not([hidden])")
+        shot(page, tmp_path, "web-models.png")
+        page.close()
+    finally:
+        web.stop()
+        upstream.stop()
+    (row,) = stored_rows(tmp_path / "lb.sqlite")
+    assert row["player0"] == f"openai:m@{upstream.url}" and row["spec1"] == f"hf:{model}#max_new_tokens=24"
+    moves = json.loads(row["transcript"])["moves"]
+    assert moves[0][0] == 0 and moves[0][1].startswith("[") and any(seat == 1 for seat, _ in moves)
+    assert row["error"] is None and row["api_moves0"] == sum(seat == 0 for seat, _ in moves)
+    assert "Traceback" not in web.log()
