@@ -78,6 +78,11 @@ VARIANTS: dict[str, dict[str, object]] = {
     # SPIRAL's control: the same recipe against a fixed opponent instead of itself (--control reports them)
     "vs_random": {"opponent": "random"},
     "vs_expert": {"opponent": "expert"},
+    # RAE per actor as SPIRAL's upstream keeps it (issue 42): 8 rollout shards of 16 turns, one EMA per (shard,
+    # game, role), each updated by its own shard's games only; and the same 8 shards with one EMA per step, the
+    # control that changes only the baseline's scope
+    "rae_shard": {"rollout_shards": 8, "rae_scope": "shard"},
+    "shards_step": {"rollout_shards": 8, "rae_scope": "step"},
 }
 CONTROL = ("default", "vs_random", "vs_expert")
 KUHN, TTT = "KuhnPoker-v0", "TicTacToe-v0"  # env ids: a run's games carry options (TicTacToe-v0:board=lines)
