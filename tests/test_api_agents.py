@@ -328,7 +328,18 @@ def test_closing_the_client_ends_its_requests_without_a_retry(caplog, capsys):
     assert retry_lines(caplog, capsys) == []
 
 
-def test_ctrl_c_of_a_leaderboard_run_with_api_games_in_flight_logs_no_retry(tmp_path, caplog, capsys, no_keys):
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler (KeyboardInterrupt) for one test: Python installs it only where SIGINT was not
+    ignored at start, and a suite started in the background (``cmd &`` in a script) inherits SIGINT ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_ctrl_c_of_a_leaderboard_run_with_api_games_in_flight_logs_no_retry(
+    tmp_path, caplog, capsys, no_keys, python_sigint
+):
     """Issue 41: Ctrl-C of a run with 8 API requests out printed 8 "Bad file descriptor; retry 1 of 4" lines
     after "stopped.". Here a real SIGINT reaches the run while every request hangs on the server; the run
     closes its clients as on any Ctrl-C, the replies then come to closed connections, and the request
