@@ -159,6 +159,7 @@ def test_a_person_plays_a_whole_tictactoe_game_against_expert_by_clicking(page, 
 
 def test_a_person_plays_a_kuhn_hand_in_the_second_seat(page, web, tmp_path):
     start(page, "KuhnPoker-v0", ("expert", "human"), options="rounds=1", seed=3)
+    page.wait_for_selector("#your-turn:not([hidden])")  # once the expert in seat 0 has answered
     assert "Your turn (player_1, seat 1)" in page.text_content("#turn-title")
     assert "card" in page.text_content("#observation").lower()
     play_by_clicking(page)
