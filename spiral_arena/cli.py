@@ -204,7 +204,7 @@ def _add_server_arguments(parser: argparse.ArgumentParser, port: int, key_variab
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    from spiral_arena.web import web
+    from leaderboard.web import web
 
     api_key = _api_key(args.api_key, "SPIRAL_ARENA_WEB_KEY")
     _check(_port_problem(args.port))

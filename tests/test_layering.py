@@ -23,7 +23,6 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("spiral_arena.inflight", "spiral_arena.play", "spiral_arena.wrappers", "spiral_arena.testing"),
     ("spiral_arena.evals", "spiral_arena.serve", "spiral_arena.integrations"),
     ("trainers", "leaderboard"),  # they meet through a checkpoint on disk or an agent spec, never an import
-    ("spiral_arena.web",),  # the page: games as the leaderboard plays and stores them, and its standings
     ("spiral_arena.cli", "trainers.__main__"),  # the command line: the top floor
 )
 SEPARATE = {"trainers", "leaderboard"}  # rooms of one floor that must not import each other

@@ -299,18 +299,18 @@ def test_with_a_token_the_page_loads_and_asks_for_it_before_any_data(browser, tm
 
 def test_a_wheel_ships_the_page(tmp_path):
     """A non-editable install serves the page too: a wheel built from a copy of the sources holds every file
-    of spiral_arena/web/static, byte for byte."""
+    of leaderboard/web/static, byte for byte."""
     pytest.importorskip("setuptools", reason="building a wheel needs setuptools in this venv")
     root = Path(__file__).resolve().parents[1]
     source = tmp_path / "src"
-    shutil.copytree(root / "spiral_arena" / "web", source / "spiral_arena" / "web",
+    shutil.copytree(root / "leaderboard" / "web", source / "leaderboard" / "web",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    for name in ("pyproject.toml", "README.md", "spiral_arena/__init__.py"):
+    for name in ("pyproject.toml", "README.md", "leaderboard/__init__.py"):
         shutil.copy(root / name, source / name)
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
     subprocess.run([*command, "-w", str(tmp_path / "dist"), str(source)], check=True, capture_output=True)
     (wheel,) = (tmp_path / "dist").glob("*.whl")
-    static = sorted((source / "spiral_arena" / "web" / "static").iterdir())
+    static = sorted((source / "leaderboard" / "web" / "static").iterdir())
     assert {p.name for p in static} == {"index.html", "app.js", "app.css"}
     with zipfile.ZipFile(wheel) as archive:
         for path in static:

@@ -34,9 +34,9 @@ from starlette.concurrency import run_in_threadpool
 
 from leaderboard import report, store
 from leaderboard.standings import compute
-from spiral_arena.registry import REGISTRY
+from leaderboard.web.matches import HUMAN, MatchError, Matches
+from spiral_arena.registry import REGISTRY, GameSpec
 from spiral_arena.serve import LOOPBACK_NAMES, RequestError, host_names, read_json, refusal, startup_messages
-from spiral_arena.web.matches import HUMAN, MatchError, Matches
 
 ASSETS = {  # path -> (file under static/, its type)
     "/": ("index.html", "text/html"),
@@ -57,11 +57,10 @@ def games() -> list[dict[str, Any]]:
     text a player reads."""
     listed = []
     for env_id, spec in REGISTRY.items():
-        plain = {k: v for k, v in spec.options.items() if isinstance(v, bool | int | float | str)}
         listed.append({
             "id": env_id,
             "players": len(spec.game.agents),
-            "options": plain,
+            "options": GameSpec(env_id).complete().options,  # the plain-valued options, defaults filled in
             "text_options": sorted(spec.game.text_options),
         })  # fmt: skip
     return listed

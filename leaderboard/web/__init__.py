@@ -2,6 +2,6 @@
 follow the leaderboard as games are stored (``app``: the server and its API; ``matches``: a game in the
 browser, played and stored as the leaderboard plays and stores its own; ``static/``: the page)."""
 
-from spiral_arena.web.app import create_app, web
+from leaderboard.web.app import create_app, web
 
 __all__ = ["create_app", "web"]
