@@ -9,7 +9,6 @@ import http.server
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ pytest.importorskip("uvicorn", reason="needs the api extra")
 httpx = pytest.importorskip("httpx", reason="needs the api extra")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (dev extra)")
 
+from conftest import stored_rows  # noqa: E402
 from test_leaderboard_report import CHROMIUM_FLAGS, find_chromium  # noqa: E402
 from test_serve import SCRIPT, Server  # noqa: E402
 
@@ -71,12 +71,6 @@ def shot(page: object, path: Path, name: str, least: int = 10_000) -> None:
     assert (path / name).stat().st_size > least
     if SCREENSHOTS:
         Path(SCREENSHOTS, name).write_bytes((path / name).read_bytes())
-
-
-def stored_rows(db: Path) -> list[dict]:
-    with sqlite3.connect(db) as conn:
-        conn.row_factory = sqlite3.Row
-        return [dict(row) for row in conn.execute("SELECT * FROM games ORDER BY id")]
 
 
 def start(page: object, game: str, seats: tuple[str, ...], options: str = "", seed: int | None = None) -> None:
