@@ -28,7 +28,6 @@ from leaderboard import store
 from leaderboard.entrants import Entrant, notes, parse_entrant
 from leaderboard.runner import Player, charged
 from leaderboard.schedule import Job
-from spiral_arena.agents import parse_spec
 from spiral_arena.core.env import SEED_LIMIT
 from spiral_arena.registry import GameSpec
 
@@ -254,8 +253,6 @@ def _entrant(text: Any, seat: int) -> Entrant:
     if text.strip() == HUMAN:
         return Entrant(HUMAN, HUMAN)
     try:
-        entrant = parse_entrant(text)
-        parse_spec(entrant.spec)
+        return parse_entrant(text)  # the spec is parsed there: an unknown kind is a ValueError naming the valid ones
     except ValueError as error:
         raise MatchError(422, f"seat {seat}: {error}") from None
-    return entrant
