@@ -11,8 +11,10 @@ from open_spiel.python.algorithms.expected_game_score import policy_value
 import spiral_arena
 from spiral_arena.agents import ExpertAgent, RandomAgent
 from spiral_arena.agents.experts.leduc import expert_policy
+from spiral_arena.analysis import leduc_policy_from_scores
 from spiral_arena.analysis.leduc import (
     LEDUC_INFO_STATES,
+    LEDUC_RANK_STATES,
     expand_key,
     leduc_exploitability,
     leduc_policy_value,
@@ -213,6 +215,41 @@ def test_cfr_converges():
 def test_bad_policies_are_named(policy, message):
     with pytest.raises((ValueError, TypeError), match=message):
         leduc_exploitability(policy)
+
+
+def expert_scorer(observations):
+    """A scorer that reads the position off the observation it is shown (as the env wrote it) and gives each
+    legal answer 0.9 times the expert's probability of that move: its read-out is the expert's policy,
+    with 0.1 left to invalid answers, if and only if every observation is the state its key names."""
+    policy = expert_policy()
+
+    def score(observation, answers):
+        observations.append(observation)
+        view = LeducHoldem.read_position(observation)
+        h1, h2 = view["histories"]
+        key = f"{'JQK'[view['card']]}:{h1}" + ("" if view["public"] is None else f"/{'JQK'[view['public']]}:{h2}")
+        facing = (h1 if view["round"] == 1 else h2).endswith("r")
+        action = {"[check]": CALL, "[bet]": RAISE, "[call]": CALL, "[raise]": RAISE, "[fold]": FOLD}
+        assert all(a.startswith("\\boxed{") for a in answers) and len(answers) == len(policy[key])
+        assert facing == ("\\boxed{[fold]}" in answers)
+        return [
+            np.log(0.9 * policy[key][action[a[7:-1]]]) if policy[key][action[a[7:-1]]] else -np.inf for a in answers
+        ]
+
+    return score
+
+
+@pytest.mark.parametrize("obs_format, game", [("", "LeducHoldem-v0"), ("last", "LeducHoldem-v0:reward=win")])
+def test_a_model_policy_reads_back_exactly_at_every_information_state(obs_format, game):
+    seen = []
+    policy, invalid = leduc_policy_from_scores(expert_scorer(seen), obs_format, game)
+    assert len(seen) == len(policy) == len(LEDUC_RANK_STATES) == 288
+    assert invalid == pytest.approx(0.1, abs=1e-12)
+    expert = expert_policy()
+    assert all(policy[k] == pytest.approx(expert[k], abs=1e-12) for k in LEDUC_RANK_STATES)
+    assert leduc_exploitability(policy) == pytest.approx(leduc_exploitability(expert), abs=1e-12)
+    shown = "wins the game" if "win" in game else "Your reward is the number of chips"
+    assert all(shown in observation for observation in seen) == (obs_format != "last")
 
 
 # ---- text -------------------------------------------------------------------------------

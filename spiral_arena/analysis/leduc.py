@@ -249,6 +249,9 @@ def rank_key(key: str) -> str:
     return "/".join(part[0] + part[2:] for part in key.split("/"))
 
 
+LEDUC_RANK_STATES: tuple[str, ...] = tuple(dict.fromkeys(rank_key(key) for key in LEDUC_INFO_STATES))
+
+
 def solve_cfr(iterations: int) -> dict[str, dict[str, float]]:
     """An approximate Nash equilibrium by CFR+ (regret matching+, alternating updates, the average
     strategy weighted by iteration), on the rank-only information states our players read: the 288

@@ -1,5 +1,5 @@
-"""Read a language model's single-hand Kuhn policy, exactly off its answer log-probabilities, or as it
-plays, off sampled answers.
+"""Read a language model's poker policy, exactly off its answer log-probabilities: single-hand Kuhn (also as
+it plays, off sampled answers) and Leduc Hold'em.
 
 For each of the 12 information states we build the real observation through our env. The exact read-out
 asks the model how likely it is to answer ``\\boxed{[bet]}`` (or call) versus ``\\boxed{[check]}``
@@ -12,12 +12,14 @@ is sampling error, which it states.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from spiral_arena.analysis.kuhn import KUHN_INFO_STATES, kuhn_exploitability
+from spiral_arena.analysis.leduc import LEDUC_RANK_STATES
 from spiral_arena.core.actions import InvalidMove
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.registry import GameSpec
@@ -34,6 +36,15 @@ def score_all(score: ScoreFn, items: Sequence[tuple[str, list[str]]]) -> list[li
     it (``many``, as ``models.scoring.AnswerScorer`` does), else one observation at a time."""
     many = getattr(score, "many", None)
     return many(items) if many is not None else [score(observation, answers) for observation, answers in items]
+
+
+def answer_probabilities(logprobs: Sequence[float]) -> tuple[list[float], float]:
+    """Each answer's probability normalised over the answers offered (equal shares if the model gives them
+    none), and the probability left over: mass on invalid answers, never folded into a move."""
+    probs = [math.exp(x) for x in logprobs]
+    total = sum(probs)
+    shares = [p / total for p in probs] if total > 0 else [1.0 / len(probs)] * len(probs)
+    return shares, max(0.0, 1.0 - total)
 
 
 def answer_text(action: str) -> str:
@@ -66,18 +77,14 @@ def kuhn_policy_from_scores(
     """P(bet or call) at each information state, and the mean probability of any other answer, read on
     single hands of ``game`` (a Kuhn id with options, e.g. the ``reward=chips`` a model trained on: its text
     is what the model is shown; rounds is set to 1)."""
-    import math
-
     policy, invalid = {}, []
     for key, env in kuhn_positions(game, obs_format):
         aggressive, passive = _ANSWERS[key[1:]]
-        p_aggressive, p_passive = (
-            math.exp(x)
-            for x in score(env.observe(env.agent_selection), [answer_text(aggressive), answer_text(passive)])
+        shares, left = answer_probabilities(
+            score(env.observe(env.agent_selection), [answer_text(aggressive), answer_text(passive)])
         )
-        total = p_aggressive + p_passive
-        policy[key] = p_aggressive / total if total > 0 else 0.5
-        invalid.append(max(0.0, 1.0 - total))
+        policy[key] = shares[0]
+        invalid.append(left)
     return policy, sum(invalid) / len(invalid)
 
 
@@ -132,3 +139,48 @@ def kuhn_policy_from_samples(
     ]
     error = float(np.std(redrawn, ddof=1)) if bootstrap > 1 else float("nan")
     return PlayedKuhnPolicy(policy, refused / (samples * len(counts)), kuhn_exploitability(policy), error, samples)
+
+
+def leduc_positions(game: str = "LeducHoldem-v0", obs_format: str = "") -> Iterator[tuple[str, TextGameEnv]]:
+    """The env of ``game`` (a Leduc id with options: its text is what the model is shown) at each of the 288
+    information states a player who reads ranks can tell apart (``LEDUC_RANK_STATES`` order), as (key, env),
+    reached by playing the key's betting through the env from a seed that deals the key's ranks; one env,
+    moved on at each step of the iteration, so read it before the next."""
+    env = GameSpec.parse(game).make(**({"obs_format": obs_format} if obs_format else {}))
+    seeds: dict[tuple[int, int, int], int] = {}  # (seat, its rank, the public rank) -> a seed that deals them
+    for seed in range(400):
+        env.reset(seed=seed)
+        for seat in (0, 1):
+            seeds.setdefault((seat, env.state_.cards[seat] // 2, env.state_.public // 2), seed)
+    for key in LEDUC_RANK_STATES:
+        parts = [part.split(":") for part in key.split("/")]
+        histories = [history for _, history in parts]
+        seat = len(histories[-1]) % 2
+        rank = "JQK".index(parts[0][0])
+        public = "JQK".index(parts[1][0]) if len(parts) == 2 else min(q for s, r, q in seeds if (s, r) == (seat, rank))
+        env.reset(seed=seeds[(seat, rank, public)])
+        for history in histories:
+            for i, letter in enumerate(history):
+                facing = history[:i].endswith("r")
+                env.step({"c": "[call]" if facing else "[check]", "r": "[raise]" if facing else "[bet]"}[letter])
+        yield key, env
+
+
+def leduc_policy_from_scores(
+    score: ScoreFn, obs_format: str = "", game: str = "LeducHoldem-v0"
+) -> tuple[dict[str, dict[str, float]], float]:
+    """The probability of each legal action at each rank information state (``spiral_arena.analysis.leduc``'s
+    keys without suits, which ``leduc_exploitability`` takes), read from the log-probability of each legal
+    answer normalised over them, and the mean probability of any other answer."""
+    items, moves = [], []
+    for key, env in leduc_positions(game, obs_format):
+        state = env.state_
+        legal = env.game.legal_action_strings(state)
+        items.append((env.observe(env.agent_selection), [answer_text(answer) for answer in legal]))
+        moves.append((key, [env.game.parse(state, answer) for answer in legal]))
+    policy, invalid = {}, []
+    for (key, actions), logprobs in zip(moves, score_all(score, items), strict=True):
+        shares, left = answer_probabilities(logprobs)
+        policy[key] = dict(zip(actions, shares, strict=True))
+        invalid.append(left)
+    return policy, sum(invalid) / len(invalid)
