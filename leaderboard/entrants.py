@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from leaderboard.settings import ANCHOR
 from spiral_arena.agents import MODEL_KINDS, Agent, RandomAgent, make_agent, parse_spec, redacted, split_options
 from spiral_arena.analysis import KUHN_INFO_STATES
+from spiral_arena.analysis.leduc import rank_key, uniform_policy
 from spiral_arena.llm import PROVIDERS
 from spiral_arena.models.checkpoints import READ_OPTIONS, SETTINGS_FILE, Trained, read_settings
 from spiral_arena.registry import GameSpec
@@ -154,20 +155,33 @@ def notes(entrants: Sequence[Entrant], env_ids: Sequence[str]) -> dict[tuple[str
     return found
 
 
-def kuhn_policy_of(agent: Agent) -> dict[str, float] | None:
-    """The single-hand Kuhn policy an agent can state (probability of bet/call at the 12 info states
-    of ``spiral_arena.analysis.KUHN_INFO_STATES``), or None.
-
-    Agents say it through a ``kuhn_policy`` attribute (a mapping, or a method returning one). Two
-    built-ins state it without that attribute today: ``ExpertAgent`` through its Kuhn expert's
-    ``policy``, and ``RandomAgent``, whose uniform choice between the two legal actions is 1/2 everywhere.
-    """
-    source = getattr(agent, "kuhn_policy", None)
+def _stated(agent: Agent, attribute: str, game: str, uniform: Callable[[], Mapping]) -> Mapping | None:
+    """What an agent states through ``attribute`` (a mapping, or a method returning one); ``ExpertAgent``
+    through its ``game`` expert's ``policy``, ``RandomAgent`` through ``uniform`` (its uniform choice among the
+    legal answers); None for the others."""
+    source = getattr(agent, attribute, None)
     if source is None:
         experts = getattr(agent, "experts", None)
-        source = getattr(experts.get("KuhnPoker"), "policy", None) if isinstance(experts, Mapping) else None
+        source = getattr(experts.get(game), "policy", None) if isinstance(experts, Mapping) else None
     if source is None and isinstance(agent, RandomAgent):
-        source = dict.fromkeys(KUHN_INFO_STATES, 0.5)
-    if callable(source):
-        source = source()
+        source = uniform
+    return source() if callable(source) else source
+
+
+def kuhn_policy_of(agent: Agent) -> dict[str, float] | None:
+    """The single-hand Kuhn policy an agent can state (probability of bet/call at the 12 info states
+    of ``spiral_arena.analysis.KUHN_INFO_STATES``; ``kuhn_policy``), or None. Random's is 1/2 everywhere."""
+    source = _stated(agent, "kuhn_policy", "KuhnPoker", lambda: dict.fromkeys(KUHN_INFO_STATES, 0.5))
     return None if source is None else {str(k): float(v) for k, v in dict(source).items()}
+
+
+def leduc_policy_of(agent: Agent) -> dict[str, dict[str, float]] | None:
+    """The Leduc Hold'em policy an agent can state (information state -> {action: probability}, keyed as
+    ``spiral_arena.analysis.leduc`` reads them; ``leduc_policy``), or None. Random's is uniform over the legal
+    actions at each of the 288 rank states."""
+    source = _stated(
+        agent, "leduc_policy", "LeducHoldem", lambda: {rank_key(k): d for k, d in uniform_policy().items()}
+    )
+    if source is None:
+        return None
+    return {str(k): {str(a): float(p) for a, p in dict(d).items()} for k, d in dict(source).items()}

@@ -26,7 +26,7 @@ import sqlite3
 import sys
 import time
 import warnings
-from collections.abc import Container, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -37,10 +37,10 @@ from tqdm import tqdm
 
 import spiral_arena
 from leaderboard import store
-from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of, notes
+from leaderboard.entrants import Entrant, build_agent, kuhn_policy_of, leduc_policy_of, notes
 from leaderboard.schedule import Job, check_games, schedule
 from spiral_arena.agents import Agent
-from spiral_arena.analysis import kuhn_exploitability
+from spiral_arena.analysis import kuhn_exploitability, leduc_exploitability
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.inflight import Game, InFlight, Spent, check_concurrency, default_concurrency, own_copy
 from spiral_arena.play import GameRecord, Notes, game_moves, reading
@@ -160,9 +160,22 @@ def _over(row: store.GameRow) -> Generator[tuple[int, str, dict[str, Any]], str,
     yield  # a generator, with no decision
 
 
+def _stated(
+    entrant: Entrant, agent: Agent, game: str, read: Callable[[Agent], Any], exploitability: Callable[[Any], float]
+) -> store.StatedPolicy | None:
+    """The ``game`` policy ``agent`` states (``read``) with its exploitability, or None; a policy that cannot
+    be read only costs the exploitability column (one warning)."""
+    try:
+        policy = read(agent)
+        return None if policy is None else store.StatedPolicy(policy, exploitability(policy))
+    except Exception as exc:
+        warnings.warn(f"could not read the {game} policy of {entrant.label}: {type(exc).__name__}: {exc}", stacklevel=3)
+        return None
+
+
 class Player:
     """Builds each entrant's agent once and keeps idle envs per game id; records once per database what
-    can be known of an agent without playing it (its Kuhn policy and that policy's exploitability).
+    can be known of an agent without playing it (its Kuhn and Leduc policies, and their exploitability).
     Plays up to ``concurrency`` games at once (see the module docstring)."""
 
     def __init__(self, entrants: Sequence[Entrant], conn: sqlite3.Connection, concurrency: int = 1) -> None:
@@ -198,15 +211,9 @@ class Player:
         return self.agents[label]
 
     def _record(self, entrant: Entrant, agent: Agent) -> None:
-        try:
-            policy = kuhn_policy_of(agent)
-            exploitability = None if policy is None else kuhn_exploitability(policy)
-        except Exception as exc:  # a policy that cannot be read only costs the exploitability column
-            warnings.warn(
-                f"could not read the Kuhn policy of {entrant.label}: {type(exc).__name__}: {exc}", stacklevel=2
-            )
-            policy = exploitability = None
-        store.record_agent(self.conn, entrant.label, entrant.stored_spec, policy, exploitability)
+        kuhn = _stated(entrant, agent, "Kuhn", kuhn_policy_of, kuhn_exploitability)
+        leduc = _stated(entrant, agent, "Leduc Hold'em", leduc_policy_of, leduc_exploitability)
+        store.record_agent(self.conn, entrant.label, entrant.stored_spec, kuhn, leduc)
         self.recorded.add(entrant.label)
 
     def close(self) -> None:

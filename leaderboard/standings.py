@@ -155,7 +155,7 @@ def _tally_usage(usage: dict[str, Usage], label: str, game: StoredGame, seat: in
 
 
 OVERALL = "overall"
-KUHN_GAME = "KuhnPoker"
+KUHN_GAME, LEDUC_GAME = "KuhnPoker", "LeducHoldem"  # the games whose tables show an exploitability
 CONFIDENCE = 0.95
 
 
@@ -172,7 +172,7 @@ class AgentStanding:
     mean_payoff: float | None
     invalid_rate: float | None
     errors: int  # games this agent broke off with an error (not counted anywhere else)
-    exploitability: float | None = None
+    exploitability: float | None = None  # of the agent's stated policy, at Kuhn and Leduc Hold'em
     provisional: bool = False  # rated from too few games or with too wide an interval (never when unrated)
     anchor: bool = False  # the agent that fixes the scale: rated ELO_CENTRE by definition, with no interval
     usage: Usage | None = None  # API agents with usage recorded in this scope's finished games
@@ -303,9 +303,13 @@ def _payoffs(game: StoredGame) -> tuple[float, float]:
     return p0, p1
 
 
-def _is_kuhn(env_id: str) -> bool:
+def _exploitability(env_id: str, record: AgentRecord | None) -> float | None:
+    """The exploitability the table of ``env_id`` shows for an agent: its Kuhn policy's at Kuhn, its Leduc
+    policy's at Leduc Hold'em, none elsewhere."""
     spec = REGISTRY.get(env_id)
-    return spec is not None and spec.game.name == KUHN_GAME
+    if spec is None or record is None:
+        return None
+    return {KUHN_GAME: record.kuhn_exploitability, LEDUC_GAME: record.leduc_exploitability}.get(spec.game.name)
 
 
 def _scope(
@@ -355,7 +359,6 @@ def _scope(
             anchor=None if anchor is None else index[anchor],
             group_weights=equal_group_weights(groups) if weighting == "equal" else None,
         )
-    kuhn = name != OVERALL and _is_kuhn(name)
     rows = []
     for label in labels:
         played, k = total[label].games, index.get(label)
@@ -373,7 +376,7 @@ def _scope(
                 mean_payoff=total[label].mean_payoff if name != OVERALL else None,
                 invalid_rate=invalid[label] / played if played else None,
                 errors=errors[label],
-                exploitability=agents[label].kuhn_exploitability if kuhn and label in agents else None,
+                exploitability=None if name == OVERALL else _exploitability(name, agents.get(label)),
                 anchor=label == anchor,
                 usage=usage.get(label),
             )

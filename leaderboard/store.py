@@ -108,12 +108,21 @@ def _add_notes(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_leduc(conn: sqlite3.Connection) -> None:
+    """v6: an agent's Leduc Hold'em policy (at the rank information states of
+    ``spiral_arena.analysis.LEDUC_RANK_STATES``) and its exact exploitability, as for Kuhn; NULL for agents
+    recorded before."""
+    conn.execute("ALTER TABLE agents ADD COLUMN leduc_policy TEXT")
+    conn.execute("ALTER TABLE agents ADD COLUMN leduc_exploitability REAL")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_v1,
     _add_specs_and_agents,
     _add_success,
     _add_usage,
     _add_notes,
+    _add_leduc,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -459,25 +468,37 @@ def check_labels(conn: sqlite3.Connection, specs: dict[str, str]) -> None:
             raise ValueError(label_conflict(db, label, other, spec))
 
 
+@dataclass(frozen=True)
+class StatedPolicy:
+    """A policy an agent states for exact analysis (Kuhn's or Leduc's), and that policy's exploitability."""
+
+    policy: dict
+    exploitability: float
+
+
 def record_agent(
-    conn: sqlite3.Connection, label: str, spec: str, kuhn_policy: dict[str, float] | None, exploitability: float | None
+    conn: sqlite3.Connection, label: str, spec: str, kuhn: StatedPolicy | None = None, leduc: StatedPolicy | None = None
 ) -> None:
-    """Store what is known of the agent under ``label``, unless the database holds another spec under that label
-    (``label_conflict``, as a ValueError; nothing written). A run checks its labels before any game, but another
-    run may store one between that check and this first write of the label: the check here and the write are
-    one transaction, so of two runs that give one label two specs at once, the second to write stops."""
+    """Store what is known of the agent under ``label`` (the Kuhn and Leduc policies it states), unless the
+    database holds another spec under that label (``label_conflict``, as a ValueError; nothing written). A run
+    checks its labels before any game, but another run may store one between that check and this first write of
+    the label: the check here and the write are one transaction, so of two runs that give one label two specs at
+    once, the second to write stops."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         check_labels(conn, {label: spec})
         conn.execute(
-            "INSERT OR REPLACE INTO agents VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO agents (label, spec, kuhn_policy, kuhn_exploitability, recorded_at, "
+            "package_version, leduc_policy, leduc_exploitability) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 label,
                 spec,
-                None if kuhn_policy is None else json.dumps(kuhn_policy),
-                exploitability,
+                None if kuhn is None else json.dumps(kuhn.policy),
+                None if kuhn is None else kuhn.exploitability,
                 now(),
                 spiral_arena.__version__,
+                None if leduc is None else json.dumps(leduc.policy),
+                None if leduc is None else leduc.exploitability,
             ),
         )
     except BaseException:
@@ -540,11 +561,22 @@ class AgentRecord:
     spec: str
     kuhn_policy: dict[str, float] | None
     kuhn_exploitability: float | None
+    leduc_policy: dict[str, dict[str, float]] | None = None
+    leduc_exploitability: float | None = None
 
 
 def load_agents(conn: sqlite3.Connection) -> dict[str, AgentRecord]:
-    rows = conn.execute("SELECT label, spec, kuhn_policy, kuhn_exploitability FROM agents")
-    return {r[0]: AgentRecord(r[0], r[1], None if r[2] is None else json.loads(r[2]), r[3]) for r in rows}
+    rows = conn.execute(
+        "SELECT label, spec, kuhn_policy, kuhn_exploitability, leduc_policy, leduc_exploitability FROM agents"
+    )
+
+    def read(text: str | None) -> Any:
+        return None if text is None else json.loads(text)
+
+    return {
+        label: AgentRecord(label, spec, read(kuhn), kuhn_exploitability, read(leduc), leduc_exploitability)
+        for label, spec, kuhn, kuhn_exploitability, leduc, leduc_exploitability in rows
+    }
 
 
 def record_notes(conn: sqlite3.Connection, notes: Mapping[tuple[str, str], str]) -> None:

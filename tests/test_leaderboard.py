@@ -212,7 +212,7 @@ def game_row(seed=0, **changes):
 def test_new_database_is_wal_and_current(tmp_path):
     conn = store.connect(tmp_path / "sub" / "lb.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
     assert store.insert_game(conn, game_row()) is True
     assert store.insert_game(conn, game_row(reward0=-1.0)) is False  # same key: ignored, first kept
     assert store.insert_game(conn, game_row(seed=1)) is True
@@ -241,7 +241,7 @@ def test_migrating_a_version_1_database(tmp_path):
     assert upgraded.execute("SELECT player0, spec0, player1, spec1, payoff0 FROM games").fetchall() == [
         ("a", "a", "b", "b", 2.0)
     ]
-    store.record_agent(upgraded, "a", "a", {"K": 1.0}, 0.5)  # a version-1 label is its spec
+    store.record_agent(upgraded, "a", "a", store.StatedPolicy({"K": 1.0}, 0.5))  # a version-1 label is its spec
     assert store.load_agents(upgraded)["a"].kuhn_policy == {"K": 1.0}
     assert store.insert_game(upgraded, game_row(seed=1)) is True
     upgraded.close()

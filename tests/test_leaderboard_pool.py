@@ -263,7 +263,7 @@ def test_a_label_another_run_stores_after_this_runs_check_stops_this_run_before_
 
     def other_run_records_foo() -> None:
         conn = store.connect(db)
-        store.record_agent(conn, "foo", "expert", None, None)
+        store.record_agent(conn, "foo", "expert")
         conn.close()
 
     def after(module, name: str):

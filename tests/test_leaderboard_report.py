@@ -312,9 +312,9 @@ def golden_standings(tmp_path_factory):
     conn = store.connect(tmp_path_factory.mktemp("golden") / "lb.sqlite")
     for row in golden_games():
         assert store.insert_game(conn, row)
-    store.record_agent(conn, "random", "random", None, 11 / 24)
-    store.record_agent(conn, "expert", "expert", None, 2.78e-17)
-    store.record_agent(conn, API_LABEL, API_LABEL, None, None)
+    store.record_agent(conn, "random", "random", store.StatedPolicy({}, 11 / 24))
+    store.record_agent(conn, "expert", "expert", store.StatedPolicy({}, 2.78e-17))
+    store.record_agent(conn, API_LABEL, API_LABEL)
     agents = store.load_agents(conn)
     standings = compute(store.load_games(conn), agents, resamples=60, min_games=10)
     for row in (r for scope in standings.scopes for r in scope.agents if isinstance(r, AgentStanding)):

@@ -20,7 +20,7 @@ from leaderboard import store
 from leaderboard.entrants import default_entrants, parse_entrants
 from leaderboard.runner import run
 from leaderboard.standings import compute
-from spiral_arena.analysis import KUHN_INFO_STATES, kuhn_exploitability
+from spiral_arena.analysis import KUHN_INFO_STATES, LEDUC_RANK_STATES, kuhn_exploitability, leduc_exploitability
 from spiral_arena.cli import main as cli_main
 
 
@@ -301,6 +301,24 @@ def test_checkpoints_play_and_state_their_kuhn_policy(tmp_path, monkeypatch, cap
     assert record.kuhn_exploitability == pytest.approx(kuhn_exploitability(record.kuhn_policy))
     row = rating_of(compute(games, store.load_agents(conn)).scopes[0], f"{label}#max_new_tokens=4")
     assert row.exploitability == record.kuhn_exploitability > 0
+    assert set(record.leduc_policy) == set(LEDUC_RANK_STATES)  # read from the model too, for Leduc's table
+    assert record.leduc_exploitability == pytest.approx(leduc_exploitability(record.leduc_policy))
+
+
+def test_leduc_tables_show_each_agents_exact_leduc_exploitability(tmp_path, monkeypatch):
+    """Random's uniform policy and the expert's CFR+ policy are recorded with their exact exploitability
+    (OpenSpiel's numbers: tests/test_leduc.py), shown on the Leduc table and only there."""
+    monkeypatch.chdir(tmp_path)
+    args = ["leaderboard", "run", "--agents", "random,expert", "--games", "LeducHoldem-v0,TicTacToe-v0"]
+    assert cli_main([*args, "--games-per-pair", "4", "--no-progress"]) == 0
+    conn = store.connect("leaderboard.sqlite")
+    agents = store.load_agents(conn)
+    assert agents["random"].leduc_exploitability == pytest.approx(2.3736111111, abs=1e-9)
+    assert agents["expert"].leduc_exploitability == pytest.approx(0.000202, abs=1e-6)
+    assert set(agents["random"].leduc_policy) == set(agents["expert"].leduc_policy) == set(LEDUC_RANK_STATES)
+    scopes = {s.name: s for s in compute(store.load_games(conn), agents).scopes}
+    assert rating_of(scopes["LeducHoldem-v0"], "expert").exploitability == agents["expert"].leduc_exploitability
+    assert rating_of(scopes["TicTacToe-v0"], "expert").exploitability is None
 
 
 def test_run_checks_its_inputs_before_playing_and_fails_when_games_failed(tmp_path, monkeypatch, capsys):

@@ -267,6 +267,6 @@ def test_a_version_2_database_gains_the_success_column(tmp_path):
     )
     conn.close()
     upgraded = store.connect(path)
-    assert upgraded.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 5
+    assert upgraded.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
     (game,) = store.load_games(upgraded)
     assert (game.steps, game.success) == (5, None)

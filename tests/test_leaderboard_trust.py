@@ -59,7 +59,7 @@ def write_db(path, games, specs):
             )  # fmt: skip
             assert store.insert_game(conn, row)
         for label, spec in specs.items():
-            store.record_agent(conn, label, spec, None, None)
+            store.record_agent(conn, label, spec)
     finally:
         conn.close()
     return path

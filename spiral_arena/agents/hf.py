@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from spiral_arena.agents.model import ModelAgent
-from spiral_arena.analysis import kuhn_policy_from_scores
+from spiral_arena.analysis import kuhn_policy_from_scores, leduc_policy_from_scores
 from spiral_arena.models import loading
 from spiral_arena.models.checkpoints import read_settings
 from spiral_arena.models.prompting import stop_token_ids
@@ -61,6 +61,16 @@ class HFAgent(ModelAgent):
 
         kuhn = self.trained.kuhn_game()
         return kuhn_policy_from_scores(score, self.trained.reading(kuhn).text.get("obs_format", ""), kuhn.canonical)[0]
+
+    def leduc_policy(self) -> dict[str, dict[str, float]]:
+        """Its Leduc Hold'em policy as it plays, at the 288 rank information states, read as ``kuhn_policy``."""
+
+        def score(observation: str, answers: list[str]) -> list[float]:
+            return self.score_answers(observation, answers, self.sampling.temperature)
+
+        leduc = self.trained.game_of("LeducHoldem-v0")
+        obs_format = self.trained.reading(leduc).text.get("obs_format", "")
+        return leduc_policy_from_scores(score, obs_format, leduc.canonical)[0]
 
 
 def load_model(path: str, device: str) -> tuple[Any, Any]:

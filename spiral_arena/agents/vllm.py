@@ -53,3 +53,9 @@ class VLLMAgent(ModelAgent):
         from spiral_arena.agents.hf import HFAgent
 
         return HFAgent(self.path, temperature=self.sampling.temperature, **self.trained.overrides).kuhn_policy()
+
+    def leduc_policy(self) -> dict[str, dict[str, float]]:
+        """Its Leduc Hold'em policy, read as ``kuhn_policy`` is (through an ``hf:`` agent of the checkpoint)."""
+        from spiral_arena.agents.hf import HFAgent
+
+        return HFAgent(self.path, temperature=self.sampling.temperature, **self.trained.overrides).leduc_policy()

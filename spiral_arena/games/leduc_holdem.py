@@ -112,8 +112,9 @@ class LeducHoldemState:
         s0, s1 = (hand_strength(c, self.public) for c in self.cards)
         return None if s0 == s1 else (0 if s0 > s1 else 1)
 
+    @property
     def chips(self) -> tuple[int, int]:
-        """Each player's net chips once the hand is over (0, 0 before)."""
+        """Each player's net chips once the hand is over (0, 0 before); the leaderboard's payoff, as Kuhn's."""
         winner = self.winner()
         if winner is None:
             return (0, 0)
@@ -121,7 +122,7 @@ class LeducHoldemState:
         return (won, -won) if winner == 0 else (-won, won)
 
     def returns(self) -> tuple[float, float]:
-        c0, c1 = self.chips()
+        c0, c1 = self.chips
         if self.reward == "chips":
             return (float(c0), float(c1))
         return (0.0, 0.0) if c0 == 0 else ((1.0, -1.0) if c0 > 0 else (-1.0, 1.0))

@@ -139,10 +139,14 @@ class Trained:
         ]
         self.recorded = "games" in settings
 
+    def game_of(self, env_id: str) -> GameSpec:
+        """The game of ``env_id`` it trained on (with its options), or the plain id when it trained on none:
+        the game its policy is read on for exact analysis."""
+        return next((spec for spec, _ in self.games if spec.env_id == env_id), GameSpec(env_id))
+
     def kuhn_game(self) -> GameSpec:
         """The single-hand Kuhn its policy is read on (exploitability): the Kuhn it trained on, one round."""
-        trained = next((spec for spec, _ in self.games if spec.env_id == "KuhnPoker-v0"), GameSpec("KuhnPoker-v0"))
-        return trained.with_options(rounds=1)
+        return self.game_of("KuhnPoker-v0").with_options(rounds=1)
 
     def reading(self, game: GameSpec) -> Reading:
         """How this model reads ``game`` (see the class docstring)."""
