@@ -1,5 +1,5 @@
-"""ConnectFour-v0: equality with OpenSpiel's connect_four, the env's API, answers and board layouts, and the
-expert.
+"""ConnectFour-v0: equality with OpenSpiel's connect_four, the env's API, answers and board layouts, the
+expert, and the tactics read-out (``spiral_arena.analysis.connect_four``).
 
 OpenSpiel's conventions, checked in ``test_openspiel_conventions``: action ``a`` drops into column ``a``
 (0-6, left to right, ``action_to_string`` gives ``x3``), player 0 plays ``x`` and moves first, and its
@@ -8,6 +8,7 @@ board prints the top row first. Ours are the same: the action is the column, pla
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 
@@ -20,9 +21,10 @@ import spiral_arena
 from spiral_arena.agents import RandomAgent, make_agent
 from spiral_arena.agents.expert import ExpertAgent
 from spiral_arena.agents.experts.connect_four import best_columns
+from spiral_arena.analysis.connect_four import POSITIONS, positions, tactics_from_scores, uniform_tactics
 from spiral_arena.core.observations import OBS_FORMATS
 from spiral_arena.core.readback import PositionUnreadable, latest_turn
-from spiral_arena.games.connect_four import COLUMNS, ROWS, ConnectFour, ConnectFourState
+from spiral_arena.games.connect_four import COLUMNS, EMPTY, ROWS, ConnectFour, ConnectFourState
 from spiral_arena.games.tictactoe import TicTacToe
 from spiral_arena.serve import read_info
 from spiral_arena.testing import api_test
@@ -273,6 +275,21 @@ def test_an_unknown_board_layout_is_refused_naming_the_valid_ones():
 # ---- the expert -------------------------------------------------------------------------------------
 
 
+def test_the_expert_takes_every_win_in_one_and_blocks_every_single_threat():
+    """On the read-out's 600 positions (random play): where it can make four it does, even where the
+    opponent also threatens (a block would lose the win); else it blocks the one column of the opponent's."""
+    agent, met = ExpertAgent(seed=0), Counter()
+    for moves, win in positions():
+        state = state_after(moves)
+        me = state.current_player
+        mine, theirs = state.completing_columns(me), state.completing_columns(1 - me)
+        assert best_columns(state.board, me, depth=4) == (mine if win else theirs)
+        answer = agent.act("", {"game": "ConnectFour", "view": {"board": state.board, "me": me}})
+        assert int(answer.strip("[]")) in (mine if win else theirs)
+        met[win, bool(theirs)] += 1
+    assert met[True, True] == 100 and met[True, False] == 200 and met[False, True] == POSITIONS
+
+
 def test_the_search_sees_a_double_threat_coming():
     """X holds columns 2 and 3 of the bottom row: X then makes three with both ends open on 1 or 4 and
     wins. O must take 1 or 4 now, which one ply of search cannot see and two can."""
@@ -308,3 +325,97 @@ def test_the_expert_takes_a_depth_and_refuses_a_bad_one():
             ExpertAgent(depth=depth)
     with pytest.raises(ValueError, match="full board"):
         ExpertAgent().act("", {"game": "ConnectFour", "view": {"board": state_after(DRAW).board, "me": 0}})
+
+
+# ---- the tactics read-out ---------------------------------------------------------------------------
+
+
+def columns_of(answers: list[str]) -> list[int]:
+    return [int(a.removeprefix("\\boxed{[").removesuffix("]}")) for a in answers]
+
+
+def rules_of(observation: str) -> ConnectFourState:
+    """The position of the observation, read back from its text as a model reads it."""
+    view = ConnectFour.read_position(observation)
+    state = ConnectFourState()
+    for cell, holder in enumerate(view["board"]):
+        if holder != EMPTY:
+            state.board[cell] = holder
+            state.heights[cell % COLUMNS] += 1
+    state.current_player = view["me"]
+    return state
+
+
+def tactical_columns(observation: str) -> set[int]:
+    """The columns the read-out wants: a win where there is one, else the opponent's one column of four."""
+    state = rules_of(observation)
+    me = state.current_player
+    return set(state.completing_columns(me) or state.completing_columns(1 - me))
+
+
+def test_the_positions_are_fixed_distinct_and_of_their_kind():
+    found = positions()
+    assert found == positions.__wrapped__()  # drawn from a fixed seed: the same every time
+    assert Counter(win for _, win in found) == {True: POSITIONS, False: POSITIONS}
+    boards = set()
+    for moves, win in found:
+        state = state_after(moves)
+        assert not state.is_terminal()
+        me = state.current_player
+        if win:
+            assert state.completing_columns(me)
+        else:
+            assert not state.completing_columns(me) and len(state.completing_columns(1 - me)) == 1
+        boards.add(tuple(state.board))
+    assert len(boards) == len(found)
+    assert len({len(moves) for moves, _ in found}) > 20  # from the opening to the late game
+
+
+@pytest.mark.parametrize("game", ["ConnectFour-v0", "ConnectFour-v0:board=threats"])
+def test_a_policy_that_always_takes_the_win_or_the_block_reads_one(game):
+    def tactical(observation: str, answers: list[str]) -> list[float]:
+        wanted, columns = tactical_columns(observation), columns_of(answers)
+        hits = [c for c in columns if c in wanted]
+        return [-math.log(len(hits)) if c in wanted else -math.inf for c in columns]
+
+    read = tactics_from_scores(tactical, game=game)
+    assert read == {
+        "takes_win": pytest.approx(1.0),
+        "blocks": pytest.approx(1.0),
+        "invalid_mass": pytest.approx(0.0, abs=1e-12),
+        "win_positions": POSITIONS,
+        "block_positions": POSITIONS,
+    }
+
+
+def test_a_policy_that_never_does_reads_zero_and_its_invalid_mass_is_kept_apart():
+    """Half of its probability goes to answers that are no column; the other half to the legal columns
+    that neither win nor block, or where every legal column does, nowhere (all of it is then invalid)."""
+    forced = []
+
+    def avoid(observation: str, answers: list[str]) -> list[float]:
+        wanted, columns = tactical_columns(observation), columns_of(answers)
+        others = [c for c in columns if c not in wanted]
+        forced.append(not others)
+        return [math.log(0.5 / len(others)) if c not in wanted else -math.inf for c in columns]
+
+    read = tactics_from_scores(avoid)
+    assert read["takes_win"] == 0.0 and read["blocks"] == 0.0
+    assert read["invalid_mass"] == pytest.approx((0.5 * len(forced) + 0.5 * sum(forced)) / len(forced))
+    assert len(forced) == 2 * POSITIONS
+
+
+def test_uniform_play_reads_its_chance_level_and_the_stride():
+    full, every_4th = uniform_tactics(), tactics_from_scores(lambda o, a: [-math.log(len(a))] * len(a), stride=4)
+    chance = {True: [], False: []}
+    for moves, win in positions():
+        state = state_after(moves)
+        me = state.current_player
+        wanted = state.completing_columns(me if win else 1 - me)
+        chance[win].append(len(wanted) / len(state.legal_actions()))
+    assert full["takes_win"] == pytest.approx(sum(chance[True]) / POSITIONS)
+    assert full["blocks"] == pytest.approx(sum(chance[False]) / POSITIONS)
+    assert 1 / 7 < full["blocks"] < full["takes_win"] < 0.3
+    assert every_4th["win_positions"] + every_4th["block_positions"] == 2 * POSITIONS / 4
+    with pytest.raises(ValueError, match="stride"):
+        tactics_from_scores(lambda o, a: [0.0] * len(a), stride=0)
