@@ -19,6 +19,7 @@ from pettingzoo.utils.conversions import turn_based_aec_to_parallel
 
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.core.game import TextGame
+from spiral_arena.games.connect_four import ConnectFour
 from spiral_arena.games.kuhn_poker import KuhnPoker
 from spiral_arena.games.leduc_holdem import LeducHoldem
 from spiral_arena.games.liars_dice import LiarsDice
@@ -77,6 +78,7 @@ REGISTRY: dict[str, EnvSpec] = {
         EnvSpec("TruthAndDeception-v0", TruthAndDeception),
         EnvSpec("TwentyQuestions-v0", TwentyQuestions),
         EnvSpec("LeducHoldem-v0", LeducHoldem),
+        EnvSpec("ConnectFour-v0", ConnectFour),
     )
 }
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from spiral_arena.agents.base import BaseAgent
 from spiral_arena.agents.experts import GameExpert
+from spiral_arena.agents.experts.connect_four import ConnectFourExpert
 from spiral_arena.agents.experts.kuhn import KuhnExpert, nash_policy
 from spiral_arena.agents.experts.leduc import LeducExpert
 from spiral_arena.agents.experts.liars_dice import LiarsDiceExpert
@@ -32,6 +33,7 @@ EXPERTS: tuple[type[GameExpert], ...] = (
     TruthAndDeceptionExpert,
     TwentyQuestionsExpert,
     LeducExpert,
+    ConnectFourExpert,
 )
 
 
