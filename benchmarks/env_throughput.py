@@ -163,6 +163,11 @@ def _ta_kuhn(env: Any, player: int, u: Uniform) -> str:
     return f"[{u.pick(list(env.state.game_state['current_legal_action_tree']))}]"
 
 
+def _ta_connect_four(env: Any, player: int, u: Uniform) -> str:
+    board = env.state.game_state["board"]  # top row first: a column is open while its top cell is "."
+    return u.pick([f"[{c}]" for c in range(len(board[0])) if board[0][c] == "."])
+
+
 _SNAKE_MOVES = ("[up]", "[down]", "[left]", "[right]")
 _PIG_MOVES = ("[roll]", "[hold]")
 
@@ -238,6 +243,7 @@ TA_PEERS: dict[str, TaPeer] = {
     "SimpleNegotiation-v0": TaPeer(
         "SimpleNegotiation-v0", {}, _ta_negotiation, "5 random resources upstream, not SPIRAL's v1"
     ),
+    "ConnectFour-v0": TaPeer("ConnectFour-v0", {}, _ta_connect_four),
     "TwentyQuestions-v0": TaPeer(
         "TwentyQuestions-v0",
         {},
@@ -452,6 +458,15 @@ def _open_spiel_row(env_id: str, name: str, setup: str) -> Row:
     return row
 
 
+# our env id -> OpenSpiel's game of the same rules and the row's setup text
+OPEN_SPIEL_PEERS = {
+    "TicTacToe-v0": ("tic_tac_toe", "tic_tac_toe"),
+    "KuhnPoker-v0": ("kuhn_poker", "kuhn_poker (one hand)"),
+    "LeducHoldem-v0": ("leduc_poker", "leduc_poker"),
+    "ConnectFour-v0": ("connect_four", "connect_four"),
+}
+
+
 def build_rows(env_ids: list[str]) -> tuple[list[Row], dict[str, Any]]:
     """Every row for ``env_ids``, grouped by game, and the TextArena reuse probe (first-observation lengths)."""
     rows: list[Row] = []
@@ -463,9 +478,8 @@ def build_rows(env_ids: list[str]) -> tuple[list[Row], dict[str, Any]]:
             rows.append(ta_row)
         if env_id == "TicTacToe-v0":
             rows += _pettingzoo_rows()
-            rows.append(_open_spiel_row(env_id, "tic_tac_toe", "tic_tac_toe"))
-        if env_id == "KuhnPoker-v0":
-            rows.append(_open_spiel_row(env_id, "kuhn_poker", "kuhn_poker (one hand)"))
+        if env_id in OPEN_SPIEL_PEERS:
+            rows.append(_open_spiel_row(env_id, *OPEN_SPIEL_PEERS[env_id]))
     return rows, probe
 
 
@@ -536,12 +550,15 @@ def ratios_for(env_ids: list[str]) -> list[Ratio]:
     out = [
         Ratio("AEC vs TextArena, TicTacToe", "ours-aec:TicTacToe-v0", "ta:TicTacToe-v0", 2.0),
         Ratio("AEC vs TextArena, Kuhn 5 rounds", "ours-aec:KuhnPoker-v0", "ta:KuhnPoker-v0", 2.0),
+        Ratio("AEC vs TextArena, Connect Four", "ours-aec:ConnectFour-v0", "ta:ConnectFour-v0", None),
         Ratio("AEC vs PettingZoo raw_env, TicTacToe", "ours-aec:TicTacToe-v0", "pz-raw", 1.0),
         Ratio("rules vs OpenSpiel, tic_tac_toe", "ours-rules:TicTacToe-v0", "spiel:tic_tac_toe", 1 / 3),
         Ratio("rules vs OpenSpiel, kuhn_poker (1 hand)", "ours-rules:KuhnPoker-v0:1", "spiel:kuhn_poker", 1 / 3),
+        Ratio("rules vs OpenSpiel, leduc_poker", "ours-rules:LeducHoldem-v0", "spiel:leduc_poker", None),
+        Ratio("rules vs OpenSpiel, connect_four", "ours-rules:ConnectFour-v0", "spiel:connect_four", None),
     ]
     for env_id in env_ids:  # the other TextArena matches: rules differ, so compare steps, not games
-        if env_id not in ("TicTacToe-v0", "KuhnPoker-v0") and env_id in TA_PEERS:
+        if env_id not in ("TicTacToe-v0", "KuhnPoker-v0", "ConnectFour-v0") and env_id in TA_PEERS:
             out.append(Ratio(f"AEC vs TextArena, {env_id}", f"ours-aec:{env_id}", f"ta:{env_id}", None, "steps/s"))
     return out
 
