@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -153,6 +154,25 @@ def test_each_shard_keeps_its_own_baselines_with_rae_scope_shard(tmp_path):
     assert len(advantages) >= 2 * 24 and any(a != 0 for a in advantages)
     baselines = [k for k in rows(out)[-1] if k.startswith("rae/")]
     assert {k.split("/")[1] for k in baselines} == {"shard0", "shard1", "shard2"}
+
+
+def test_marshal_advantages_replay_from_the_transcripts(tmp_path):
+    """--advantage marshal: every turn of a seat gets that seat's return (the reward-to-go of a last-turn
+    reward), normalised over all turns of the step with the same game and seat, as recomputed here from the
+    transcripts' rewards."""
+    out = tmp_path / "run"
+    config = {**SMALL, "output_dir": str(out), "advantage": "marshal", "steps": 2, "eval_every": 1, "plots": False}
+    config.update(sft_steps=100, samples_per_step=48, games_in_flight=16)  # games that end in a result, not a typo
+    train(TrainConfig.build(config), progress=False)
+    turns = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
+    pooled: dict[tuple, list[float]] = {}
+    for t in turns:
+        pooled.setdefault((t["step"], t["game"], t["role"]), []).append(t["reward"])
+    assert {step for step, _, _ in pooled} == {1, 2} and any(len(set(v)) > 1 for v in pooled.values())
+    for t in turns:
+        values = np.array(pooled[(t["step"], t["game"], t["role"])])
+        assert t["advantage"] == pytest.approx((t["reward"] - values.mean()) / (values.std() + 1e-6), abs=1e-9)
+    assert json.loads((out / "config.json").read_text())["advantage"] == "marshal"
 
 
 def test_checkpoint_plays_as_an_hf_agent(finished_run):

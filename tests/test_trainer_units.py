@@ -15,6 +15,7 @@ from spiral_arena.registry import GameSpec  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
 from trainers.flags import add_arguments, from_arguments  # noqa: E402
 from trainers.losses import KL_ESTIMATORS, kl_per_token, policy_loss, row_coefficients  # noqa: E402
+from trainers.marshal import marshal_advantages, turn_returns  # noqa: E402
 from trainers.rae import RAE, state_advantages  # noqa: E402
 from trainers.rollout import collect, parse_mixture  # noqa: E402
 
@@ -65,6 +66,44 @@ def test_state_baseline_is_refused_outside_two_player_self_play():
         TrainConfig.build({"algo": "starpo", "state_baseline": 4})
     with pytest.raises(ConfigError, match="state_baseline"):
         TrainConfig.build({"state_baseline": -1})
+
+
+def test_marshal_advantages_by_hand():
+    """Reward-to-go per seat, then (G - mean) / std over every turn of the same (game, seat) in the batch.
+    Kuhn seat 0: returns 1, 1, 1 (a 3-turn win) and -1, -1: mean 1/5, std sqrt(24)/5; Kuhn seat 1: 2, 2 and
+    -2: mean 2/3, std sqrt(32)/3; TicTacToe seat 0 with a reward on its first turn too: 1.5, 1, 1, mean 7/6,
+    std sqrt(2)/6; a lone turn is its own mean: 0."""
+    episodes = [
+        (("Kuhn", 0), [0.0, 0.0, 1.0]),
+        (("Kuhn", 0), [0.0, -1.0]),
+        (("Kuhn", 1), [0.0, 2.0]),
+        (("Kuhn", 1), [-2.0]),
+        (("TTT", 0), [0.5, 0.0, 1.0]),
+        (("Pig", 1), [3.0]),
+    ]
+    assert turn_returns([0.5, 0.0, 1.0]) == [1.5, 1.0, 1.0]
+    s0, s1, s2 = math.sqrt(24) / 5, math.sqrt(32) / 3, math.sqrt(2) / 6
+    expected = [
+        [0.8 / s0] * 3,
+        [-1.2 / s0] * 2,
+        [(4 / 3) / s1] * 2,
+        [(-8 / 3) / s1],
+        [(1 / 3) / s2, (-1 / 6) / s2, (-1 / 6) / s2],
+        [0.0],
+    ]
+    got = marshal_advantages(episodes, eps=1e-300)
+    for row, want in zip(got, expected, strict=True):
+        assert row == pytest.approx(want, rel=1e-12)
+    assert marshal_advantages([(("K", 0), [1.0]), (("K", 0), [1.0])]) == [[0.0], [0.0]]  # no spread: 0, not nan
+
+
+def test_marshal_is_refused_where_it_does_not_apply():
+    with pytest.raises(ConfigError, match="marshal is for two-player self-play"):
+        TrainConfig.build({"advantage": "marshal", "algo": "starpo", "games": "TwentyQuestions-v0"})
+    with pytest.raises(ConfigError, match="advantage marshal has none"):
+        TrainConfig.build({"advantage": "marshal", "rae": False})
+    with pytest.raises(ConfigError, match="advantage: must be one of rae, marshal"):
+        TrainConfig.build({"advantage": "grpo"})
 
 
 def test_rae_rejects_bad_decay():

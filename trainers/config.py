@@ -149,6 +149,9 @@ class TrainConfig:
     turn_norm: str = "padded"
     """delta-belief: "padded" compares turn t with every game of the group, finished ones as 0 (upstream);
     "active" only with the games still running at turn t."""
+    advantage: str = "rae"
+    """Two-player self-play's advantage: "rae", SPIRAL's R - EMA baseline per (game, role); "marshal",
+    MARSHAL's turn-level returns normalised per (game, seat) within the step (trainers.marshal)."""
     rae: bool = True
     """Role-conditioned advantage: R - EMA baseline per (game, role). False = plain REINFORCE on R."""
     rae_decay: float = 0.95

@@ -42,6 +42,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "aggregation": ("dr_grpo", "token_mean", "seq_mean_token_mean", "game_mean_token_mean", "group_mean_token_mean"),
     "rae_scope": ("step", "shard"),
     "algo": ("rae", "starpo", "delta-belief"),
+    "advantage": ("rae", "marshal"),
     "turn_norm": ("padded", "active"),
     "belief_probe": ("quoted", "named"),
     "lr_schedule": ("constant", "warmup", "cosine"),
@@ -389,6 +390,13 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
         specs = _parsed_games(config.games)
         if specs is not None and all(spec.env_id != "TwentyQuestions-v0" for spec in specs):
             found.append(("sft_naming", "teaches Twenty Questions' naming answers; no game is TwentyQuestions-v0"))
+    if not bad & {"algo", "advantage", "rae", "state_baseline"} and config.advantage == "marshal":
+        if config.algo != "rae":
+            found.append(("advantage", f"marshal is for two-player self-play (algo rae), not {config.algo}"))
+        if not config.rae:
+            found.append(("rae", "false turns RAE's baseline off; advantage marshal has none (use advantage rae)"))
+        if config.state_baseline:
+            found.append(("state_baseline", "replaces RAE's advantages; with advantage marshal use 0"))
     if not bad & {"algo", "state_baseline"} and config.algo != "rae" and config.state_baseline:
         found.append(("state_baseline", f"is for algo rae (two-player self-play); {config.algo} compares groups"))
     if not bad & {"algo", "groups_per_step", "rollout_shards"} and config.algo != "rae":
