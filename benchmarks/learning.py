@@ -83,6 +83,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     # control that changes only the baseline's scope
     "rae_shard": {"rollout_shards": 8, "rae_scope": "shard"},
     "shards_step": {"rollout_shards": 8, "rae_scope": "step"},
+    # MARSHAL's advantages (issue 44): turn-level returns normalised per (game, seat) within each step
+    "marshal": {"advantage": "marshal"},
 }
 CONTROL = ("default", "vs_random", "vs_expert")
 KUHN, TTT = "KuhnPoker-v0", "TicTacToe-v0"  # env ids: a run's games carry options (TicTacToe-v0:board=lines)
