@@ -99,6 +99,25 @@ def test_exploitability_at_the_evaluation_temperature_and_greedy(tiny):
     assert sum(abs(p - 0.5) for p in warm.values()) < sum(abs(p - 0.5) for p in sampled.values())
 
 
+def test_a_run_that_trains_leduc_evaluates_its_exact_exploitability(tiny):
+    """The evaluation reads the Leduc policy at the 288 rank states on the text of the Leduc the run trains, at
+    temperature 1 and at the evaluation's, and logs each policy's exact exploitability."""
+    from spiral_arena.analysis import leduc_exploitability, leduc_policy_from_scores
+    from trainers.config import TrainConfig
+    from trainers.evaluate import evaluate
+    from trainers.rollout import parse_mixture
+
+    _, model, policy = tiny
+    game = "LeducHoldem-v0:reward=win"
+    config = TrainConfig.build({"games": game, "eval_temperature": 0.6, "obs_format": "last"})
+    scores = evaluate(model, policy, config, parse_mixture(game, "")[0], play=False)
+    for key, temperature in (("eval/leduc_exploitability", 1.0), ("eval/leduc_exploitability_at_eval_t", 0.6)):
+        read, _ = leduc_policy_from_scores(answer_scorer(model, policy, temperature), "last", game)
+        assert scores[key] == pytest.approx(leduc_exploitability(read), abs=1e-9)
+    assert scores["eval/leduc_exploitability"] != scores["eval/leduc_exploitability_at_eval_t"]
+    assert 0 <= scores["eval/leduc_invalid_mass"] <= 1 and "eval/kuhn_exploitability" not in scores
+
+
 @pytest.mark.parametrize(
     "games, rounds", [("KuhnPoker-v0", 5), ("KuhnPoker-v0:rounds=1", 1), ("KuhnPoker-v0:rounds=3", 3)]
 )

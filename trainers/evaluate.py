@@ -16,7 +16,13 @@ import numpy as np
 
 from spiral_arena import list_envs
 from spiral_arena.agents import make_agent
-from spiral_arena.analysis import kuhn_exploitability, kuhn_policy_from_samples, kuhn_policy_from_scores
+from spiral_arena.analysis import (
+    kuhn_exploitability,
+    kuhn_policy_from_samples,
+    kuhn_policy_from_scores,
+    leduc_exploitability,
+    leduc_policy_from_scores,
+)
 from spiral_arena.analysis.tictactoe import tactics_from_scores
 from spiral_arena.evals.metrics import benchmark_metrics
 from spiral_arena.models import Sampling
@@ -237,6 +243,21 @@ def kuhn_metrics(
     return out
 
 
+def leduc_metrics(
+    model, policy: Policy, obs_format: str = "", temperature: float = 1.0, game: str = "LeducHoldem-v0"
+) -> dict[str, float]:
+    """Exact exploitability of the Leduc Hold'em policy read off the model at its 288 rank information
+    states, at temperature 1 (``eval/leduc_exploitability``) and, when it differs, at ``temperature``
+    (``eval/leduc_exploitability_at_eval_t``, what an ``hf:`` agent of the checkpoint plays and the
+    leaderboard reads), on the text of ``game`` (the Leduc the run trains). Uniform play: 2.37 chips a hand."""
+    probs, invalid_mass = leduc_policy_from_scores(answer_scorer(model, policy), obs_format, game)
+    out = {"eval/leduc_exploitability": leduc_exploitability(probs), "eval/leduc_invalid_mass": invalid_mass}
+    if temperature != 1.0:
+        sampled, _ = leduc_policy_from_scores(answer_scorer(model, policy, temperature), obs_format, game)
+        out["eval/leduc_exploitability_at_eval_t"] = leduc_exploitability(sampled)
+    return out
+
+
 def played_kuhn_metrics(policy: Policy, config: TrainConfig, game: str) -> dict[str, float]:
     """Kuhn exploitability of the policy as it plays: ``eval_kuhn_samples`` answers sampled at each
     information state the way the evaluation samples (its own seeded generator), parsed as the env does."""
@@ -326,6 +347,8 @@ def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
         rounds = int(scores.get("eval/kuhn_trained_rounds", 1))
         of_run = "" if rounds == 1 else f" (single-hand read-out; this run plays {rounds}-round Kuhn)"
         parts.append(f"Kuhn exploitability {scores['eval/kuhn_exploitability']:.3f}{of_run}")
+    if "eval/leduc_exploitability" in scores:
+        parts.append(f"Leduc exploitability {scores['eval/leduc_exploitability']:.3f}")
     for game, rows in match_table(scores).items():
         if game not in trained and "solo" not in rows:  # held-out secrets count, other games wait for the end
             continue
@@ -394,7 +417,8 @@ def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any
 def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = True) -> dict[str, float]:
     """Fixed-seed matches on the training games, plus the out-of-domain ones unless
     ``eval_out_of_domain`` is off (or on ``eval_env_ids``; skipped when not ``play``), and Kuhn
-    exploitability when Kuhn is trained, and TicTacToe tactics when TicTacToe is and ``eval_tactics`` is on."""
+    exploitability when Kuhn is trained (Leduc's when Leduc is), and TicTacToe tactics when TicTacToe is
+    and ``eval_tactics`` is on."""
     # the out-of-domain games are two-player games; a single-player run evaluates on its own games
     games = specs
     if config.algo == "rae" or config.eval_env_ids:
@@ -421,6 +445,9 @@ def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = Tru
         if config.eval_kuhn_samples:
             metrics.update(played_kuhn_metrics(policy, config, kuhn[0].canonical))
         metrics["eval/kuhn_trained_rounds"] = max(s.complete().options["rounds"] for s in kuhn)
+    leduc = next((s for s in specs if s.env_id == "LeducHoldem-v0"), None)
+    if leduc is not None:
+        metrics.update(leduc_metrics(model, policy, config.obs_format, config.eval_temperature, leduc.canonical))
     tictactoe = next((s for s in specs if s.env_id == "TicTacToe-v0"), None)
     if config.eval_tactics and tictactoe is not None:
         read = tictactoe_metrics(model, policy, config.obs_format, config.eval_temperature, tictactoe.canonical)
