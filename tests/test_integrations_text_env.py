@@ -12,7 +12,7 @@ from spiral_arena.integrations.text_env import make_text_env, new_messages, regi
 EXTRA = "needs the integrations-text-env extra: pip install 'spiral-arena[integrations-text-env]'"
 
 
-@pytest.mark.parametrize("env_id", ["KuhnPoker-v0", "TicTacToe-v0"])
+@pytest.mark.parametrize("env_id", ["KuhnPoker-v0", "TicTacToe-v0", "LeducHoldem-v0", "ConnectFour-v0"])
 @pytest.mark.parametrize("seat", [0, 1])
 def test_the_seats_rewards_add_up_to_the_envs_return_over_many_seeds(env_id, seat):
     text_env = spiral_arena.make_text_env(env_id, seat=seat, opponent="random")

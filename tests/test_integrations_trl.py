@@ -82,6 +82,17 @@ def test_environment_factory_plays_kuhn_against_the_opponent_inside(tiny, tmp_pa
     assert logged == pytest.approx(sum(r for r, _, _ in games) / len(games))
 
 
+@pytest.mark.parametrize("family", ["LeducHoldemEnvironment", "ConnectFourEnvironment"])
+def test_every_two_player_game_has_its_environment_class(family):
+    """Leduc Hold'em and Connect Four too: a whole game through the move tool, the reward the env's return."""
+    env = ours.ENVIRONMENTS[family]()
+    env.reset(seed=1, seat=1)
+    text_env = env._text_env
+    while not ours.is_over(text_env):
+        env.move(text_env.env.infos[text_env.learner]["legal_actions"][0])
+    assert env.get_reward() == ours.game_summary(text_env.env)["returns"][1]
+
+
 def test_the_move_tool_applies_the_text_move_and_the_opponent_answers():
     env = ours.KuhnPokerEnvironment()
     opening = env.reset(seed=3, seat=0)

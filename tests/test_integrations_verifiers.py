@@ -97,7 +97,8 @@ def played(served, hub_on_path) -> dict[str, tuple[list, list]]:
     from spiral_arena.integrations.verifiers import GameEnvConfig
     from spiral_arena.integrations.verifiers_twenty_questions import TwentyQuestionsEnvConfig
 
-    games = {"id": "spiral-arena-games", "games": [KUHN, "TicTacToe-v0"], "num_tasks": 3, "seed": 11}
+    two_player = [KUHN, "TicTacToe-v0", "LeducHoldem-v0", "ConnectFour-v0"]
+    games = {"id": "spiral-arena-games", "games": two_player, "num_tasks": 5, "seed": 11}
     fixed = {"id": "spiral-arena-games", "games": [KUHN], "num_tasks": 2, "seed": 3}
     # recap: each turn message lists the questions so far, as the served agent reads one message alone
     questions = {"id": "spiral-arena-twenty-questions", "games": [TWENTY_QUESTIONS], "num_tasks": 1}
@@ -125,8 +126,8 @@ def played(served, hub_on_path) -> dict[str, tuple[list, list]]:
 
 def test_self_play_records_each_seats_zero_sum_return_as_the_env_pays_it(played):
     tasks, episodes = played["self_play"]
-    assert [t.data.game for t in tasks] == [KUHN, "TicTacToe-v0", KUHN]
-    assert [t.data.seed for t in tasks] == [11, 12, 13]
+    assert [t.data.game for t in tasks] == [KUHN, "TicTacToe-v0", "LeducHoldem-v0", "ConnectFour-v0", KUHN]
+    assert [t.data.seed for t in tasks] == [11, 12, 13, 14, 15]
     for task, episode in zip(tasks, episodes, strict=True):
         assert episode.ok, episode.errors
         traces = {trace.agent.name: trace for trace in episode.traces}
