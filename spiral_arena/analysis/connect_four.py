@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from spiral_arena.analysis.read_policy import ScoreFn, answer_probabilities, answer_text, score_all
+from spiral_arena.analysis.read_policy import ScoreFn, answer_text, tactics_read_out
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.games.connect_four import ConnectFourState
 from spiral_arena.registry import make
@@ -83,20 +83,7 @@ def tactics_from_scores(
     off the legal columns in those positions; and how many positions each mean is over. ``game`` is the
     Connect Four the policy plays, with its options (``ConnectFour-v0:board=threats``): the text it is
     read on."""
-    cases = tactical_positions(game, obs_format, stride)
-    takes, blocks, invalid = [], [], []
-    items = [(observation, answers) for _, _, _, observation, answers in cases]
-    for (legal, wanted, win, _, _), scores in zip(cases, score_all(score, items), strict=True):
-        shares, left = answer_probabilities(scores)
-        (takes if win else blocks).append(sum(p for c, p in zip(legal, shares, strict=True) if c in wanted))
-        invalid.append(left)
-    return {
-        "takes_win": sum(takes) / max(1, len(takes)),
-        "blocks": sum(blocks) / max(1, len(blocks)),
-        "invalid_mass": sum(invalid) / max(1, len(invalid)),
-        "win_positions": float(len(takes)),
-        "block_positions": float(len(blocks)),
-    }
+    return tactics_read_out(score, tactical_positions(game, obs_format, stride))
 
 
 @cache

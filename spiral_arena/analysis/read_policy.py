@@ -47,6 +47,29 @@ def answer_probabilities(logprobs: Sequence[float]) -> tuple[list[float], float]
     return shares, max(0.0, 1.0 - total)
 
 
+def tactics_read_out(score: ScoreFn, cases: Sequence[tuple]) -> dict[str, float]:
+    """A board game's tactics read-out over ``cases``, each (legal moves, wanted moves, a win?, observation,
+    answers): ``takes_win``, the mean probability of a wanted move over the win positions (a move that
+    completes a line), ``blocks`` the same over the others (the one move that stops the opponent's line),
+    each normalised over the legal moves (0 where the model gives them no probability);
+    ``invalid_mass``, the mean probability left off the legal moves; and how many positions each mean is over."""
+    takes, blocks, invalid = [], [], []
+    items = [(observation, answers) for _, _, _, observation, answers in cases]
+    for (legal, wanted, win, _, _), scores in zip(cases, score_all(score, items), strict=True):
+        probs = [math.exp(x) for x in scores]
+        total = sum(probs)
+        share = sum(p for c, p in zip(legal, probs, strict=True) if c in wanted) / total if total > 0 else 0.0
+        (takes if win else blocks).append(share)
+        invalid.append(max(0.0, 1.0 - total))
+    return {
+        "takes_win": sum(takes) / max(1, len(takes)),
+        "blocks": sum(blocks) / max(1, len(blocks)),
+        "invalid_mass": sum(invalid) / max(1, len(invalid)),
+        "win_positions": float(len(takes)),
+        "block_positions": float(len(blocks)),
+    }
+
+
 def answer_text(action: str) -> str:
     """The canonical answer a trained model gives for a move."""
     return f"\\boxed{{{action}}}"

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator
 from functools import cache
 
-from spiral_arena.analysis.read_policy import ScoreFn, answer_text, score_all
+from spiral_arena.analysis.read_policy import ScoreFn, answer_text, tactics_read_out
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.games.tictactoe import EMPTY, LINES, TicTacToeState
 from spiral_arena.registry import make
@@ -74,22 +74,7 @@ def tactics_from_scores(
     each over every ``stride``-th position; ``invalid_mass``: mean probability left off the legal
     cells in those positions; and how many positions each mean is over. ``game`` is the Tic-Tac-Toe
     the policy plays, with its options (``TicTacToe-v0:board=cells``): the text it is read on."""
-    cases = tactical_positions(game, obs_format, stride)
-    takes, blocks, invalid = [], [], []
-    items = [(observation, answers) for _, _, _, observation, answers in cases]
-    for (legal, wanted, win, _, _), scores in zip(cases, score_all(score, items), strict=True):
-        probs = [math.exp(x) for x in scores]
-        total = sum(probs)
-        share = sum(p for c, p in zip(legal, probs, strict=True) if c in wanted) / total if total > 0 else 0.0
-        (takes if win else blocks).append(share)
-        invalid.append(max(0.0, 1.0 - total))
-    return {
-        "takes_win": sum(takes) / max(1, len(takes)),
-        "blocks": sum(blocks) / max(1, len(blocks)),
-        "invalid_mass": sum(invalid) / max(1, len(invalid)),
-        "win_positions": float(len(takes)),
-        "block_positions": float(len(blocks)),
-    }
+    return tactics_read_out(score, tactical_positions(game, obs_format, stride))
 
 
 @cache
