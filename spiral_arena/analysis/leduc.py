@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spiral_arena.games.leduc_holdem import CALL, CARDS, FOLD, RAISE, RANKS, LeducHoldemState
+from spiral_arena.games.leduc_holdem import CALL, CARDS, FOLD, RAISE, RANKS, SUITS, LeducHoldemState, hand_strength
 
 ACTIONS = (FOLD, CALL, RAISE)
 _OPENSPIEL_ACTION = {"0": "f", "1": "c", "2": "r"}  # OpenSpiel's Fold, Call, Raise in its betting strings
@@ -109,13 +109,18 @@ def expand_key(key: str) -> list[str]:
     parts = [part.partition(":") for part in key.split("/")]
     if len(parts) > 2 or any(not sep for _, sep, _ in parts):
         return []
-    options = [[card] if card in CARDS else [r + s for r, s in itertools.product(card, "sh")] if card in RANKS
-               else [] for card, _, _ in parts]  # fmt: skip
     found = []
-    for cards in itertools.product(*options):
+    for cards in itertools.product(*(_suited(card) for card, _, _ in parts)):
         if len(set(cards)) == len(cards):
             found.append("/".join(f"{c}:{h}" for c, (_, _, h) in zip(cards, parts, strict=True)))
     return found
+
+
+def _suited(card: str) -> list[str]:
+    """The suited cards a key's card names: itself, or both suits of a bare rank (none for anything else)."""
+    if card in CARDS:
+        return [card]
+    return [card + suit for suit in SUITS] if card in RANKS else []
 
 
 def _valid_keys_text() -> str:
@@ -169,7 +174,7 @@ def uniform_policy() -> dict[str, dict[str, float]]:
 
 def _showdown(card: int, other: int, public: int) -> int:
     """+1 if ``card`` beats ``other`` with ``public`` up, -1 if it loses, 0 for a split."""
-    mine, theirs = ((c // 2) + (10 if c // 2 == public // 2 else 0) for c in (card, other))
+    mine, theirs = hand_strength(card, public), hand_strength(other, public)
     return (mine > theirs) - (mine < theirs)
 
 
