@@ -58,6 +58,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from spiral_arena.analysis.read_policy import ScoreFn
 from spiral_arena.registry import GameSpec
 from trainers.evaluate import TARGETS as RECIPE_TARGETS
 from trainers.evaluate import headline, match_table
@@ -343,12 +344,10 @@ def selection_table(selected: dict[str, list[dict]], games_per_seat: int) -> Tab
     return table
 
 
-def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, float]:
-    """The TicTacToe tactics of one saved model, prompted as its run prompted, at its evaluation
-    temperature, on every ``stride``-th position of the TicTacToe text its run trained on (its options)."""
+def scorer_of(model_dir: Path, config: dict) -> ScoreFn:
+    """The answer scorer of one saved model, prompted as its run prompted, at its evaluation temperature."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from spiral_arena.analysis.tictactoe import tactics_from_scores
     from spiral_arena.models.hf import HFEngine
     from spiral_arena.models.policy import Policy
     from spiral_arena.models.prompting import stop_token_ids
@@ -359,8 +358,15 @@ def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, fl
     stops = stop_token_ids(tokenizer, model.generation_config)
     engine = HFEngine(model, stops, tokenizer.pad_token_id)
     policy = Policy(engine, tokenizer, config["prompt_template"], stops, thinking=config["thinking"])
-    score = answer_scorer(model, policy, config["eval_temperature"])
-    return tactics_from_scores(score, config["obs_format"], stride, game=ttt_game(config))
+    return answer_scorer(model, policy, config["eval_temperature"])
+
+
+def read_tactics(model_dir: Path, config: dict, stride: int = 1) -> dict[str, float]:
+    """The TicTacToe tactics of one saved model (``scorer_of``) on every ``stride``-th position of the
+    TicTacToe text its run trained on (its options)."""
+    from spiral_arena.analysis.tictactoe import tactics_from_scores
+
+    return tactics_from_scores(scorer_of(model_dir, config), config["obs_format"], stride, game=ttt_game(config))
 
 
 def tactics_rows(run: Path, stride: int = 1) -> dict[str, dict[str, float]]:
