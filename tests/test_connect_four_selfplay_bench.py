@@ -31,5 +31,6 @@ def test_a_small_benchmark_trains_reads_tactics_and_reports(tmp_path, capsys):
     assert json.loads((run / "config.json").read_text())["games"] == "ConnectFour-v0:board=threats"
     assert [r["step"] for r in connect_four_selfplay.evaluations(run)] == [0, 2]
     read = connect_four_selfplay.tactics(run, 30)
-    assert read["warm start"]["win_positions"] == read["final"]["win_positions"] == 10
+    for policy in read.values():  # every 30th of the 600 positions, both kinds
+        assert policy["win_positions"] + policy["block_positions"] == 20 and policy["win_positions"] > 0
     assert all(0 <= read[p][k] <= 1 for p in read for k in ("takes_win", "blocks", "invalid_mass"))
