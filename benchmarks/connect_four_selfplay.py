@@ -2,9 +2,10 @@
 (takes a win in one, blocks the opponent's), from the warm start to the end, over seeds.
 
 Each run is the tiny recipe on ``ConnectFour-v0:board=threats`` alone (the layout that puts each four next
-to the column that makes it, as TicTacToe's ``lines`` does), 100 steps (half the recipe's: a Connect Four game
-is about 21 moves, so a step's turns are fewer games), evaluated before the first step and at the end against
-``random`` and ``expert``. The tactics are read exactly at the evaluation temperature on every ``--stride``-th
+to the column that makes it, as TicTacToe's ``lines`` does), 100 steps of 256 turns (a third of the recipe's
+768: a Connect Four turn's prompt is several times a TicTacToe one's, and a step of 768 took 15 s on one
+thread here), evaluated before the first step and at the end, 100 games per seat against ``random`` and
+``expert``. The tactics are read exactly at the evaluation temperature on every ``--stride``-th
 of the 600 positions of ``spiral_arena.analysis.connect_four``, for the warm start and the final checkpoint.
 
     OMP_NUM_THREADS=1 python benchmarks/connect_four_selfplay.py --seeds 3 --out DIR
@@ -27,7 +28,8 @@ from trainers.flags import read_settings
 from trainers.validation import ConfigError
 
 GAME = "ConnectFour-v0:board=threats"
-SETTINGS = {"games": GAME, "steps": 100, "eval_every": 100, "eval_at_start": True, "time_limit_s": 0}
+SETTINGS = {"games": GAME, "steps": 100, "samples_per_step": 256, "eval_games": 100, "eval_every": 100,
+            "eval_at_start": True, "time_limit_s": 0}  # fmt: skip
 
 
 def evaluations(run: Path) -> list[dict]:
