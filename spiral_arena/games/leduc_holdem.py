@@ -148,11 +148,13 @@ GOAL = {
     "chips": "Your reward is the number of chips you win or lose.",
     "win": "The player who wins chips wins the game; a split pot is a draw.",
 }
-_OPENING = {"check": CALL, "bet": RAISE}
-_FACING = {"fold": FOLD, "call": CALL, "raise": RAISE}
-_FACING_CAPPED = {"fold": FOLD, "call": CALL}
-_LEGAL_TEXT = {key: [f"[{word}]" for word in words] for key, words in
-               (("open", _OPENING), ("facing", _FACING), ("capped", _FACING_CAPPED))}  # fmt: skip
+# The answers a player may give, by its situation: no bet to face, a bet with a raise left, a capped bet.
+_ANSWERS = {
+    "open": {"check": CALL, "bet": RAISE},
+    "facing": {"fold": FOLD, "call": CALL, "raise": RAISE},
+    "capped": {"fold": FOLD, "call": CALL},
+}
+_LEGAL_TEXT = {kind: [f"[{word}]" for word in words] for kind, words in _ANSWERS.items()}
 _PRESENT = {"checked": "checks", "called": "calls", "bet": "bets", "raised": "raises", "folded": "folds"}
 _TURN = re.compile(
     r"Round ([12]) of 2, you are Player ([01])\. (?:Round 1: (.+?)\. Public card: ([JQK])\. )?"
@@ -266,18 +268,18 @@ class LeducHoldem(TextGame):
             "histories": (h1, "") if round_ == "1" else (h1, current),
         }
 
-    def _answers(self, state: LeducHoldemState) -> str:
+    @staticmethod
+    def _situation(state: LeducHoldemState) -> str:
+        """Which of ``_ANSWERS`` the player to act chooses from."""
         if not state.facing_bet():
             return "open"
         return "facing" if state.raises < MAX_RAISES else "capped"
 
     def legal_action_strings(self, state: LeducHoldemState) -> list[str]:
-        return [] if state.current_player == TERMINAL else list(_LEGAL_TEXT[self._answers(state)])
+        return [] if state.current_player == TERMINAL else list(_LEGAL_TEXT[self._situation(state)])
 
     def parse(self, state: LeducHoldemState, text: str) -> str:
-        kind = self._answers(state)
-        options = _OPENING if kind == "open" else (_FACING if kind == "facing" else _FACING_CAPPED)
-        return choose(text, options)
+        return choose(text, _ANSWERS[self._situation(state)])
 
     def move_messages(self, state: LeducHoldemState, player: int, action: str) -> Sequence[Message]:
         """The move in words, and after round 1's last move the public card (the result is the env's
