@@ -21,10 +21,9 @@ from functools import cache
 
 import numpy as np
 
-from spiral_arena.analysis.read_policy import ScoreFn, answer_text, tactics_read_out
+from spiral_arena.analysis.read_policy import ScoreFn, answer_text, replay_moves, tactics_read_out
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.games.connect_four import ConnectFourState
-from spiral_arena.registry import make
 
 SEED = 0
 POSITIONS = 300  # of each kind
@@ -64,14 +63,7 @@ def replayed(game: str = "ConnectFour-v0", obs_format: str = "", stride: int = 1
     """The env of ``game`` (its options: the text a policy reads) at every ``stride``-th position of
     ``positions()``, each reached by playing its moves through the env; one env, moved on at each step of
     the iteration, so read it before the next."""
-    if stride < 1:
-        raise ValueError(f"stride must be a positive integer, got {stride!r}")
-    env = make(game, **({"obs_format": obs_format} if obs_format else {}))
-    for moves, _ in positions()[::stride]:
-        env.reset(seed=0)
-        for column in moves:
-            env.step(f"[{column}]")
-        yield env
+    return replay_moves(game, obs_format, [moves for moves, _ in positions()], stride)
 
 
 def tactics_from_scores(

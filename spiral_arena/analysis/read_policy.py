@@ -47,6 +47,20 @@ def answer_probabilities(logprobs: Sequence[float]) -> tuple[list[float], float]
     return shares, max(0.0, 1.0 - total)
 
 
+def replay_moves(game: str, obs_format: str, move_lists: Sequence[Sequence[int]], stride: int) -> Iterator[TextGameEnv]:
+    """The env of ``game`` (its options: the text a policy reads) after each ``stride``-th list of moves, each
+    move answered as ``[n]`` from a fresh reset (board games: no chance); one env, moved on at each step of
+    the iteration, so read it before the next."""
+    if stride < 1:
+        raise ValueError(f"stride must be a positive integer, got {stride!r}")
+    env = GameSpec.parse(game).make(**({"obs_format": obs_format} if obs_format else {}))
+    for moves in move_lists[::stride]:
+        env.reset(seed=0)
+        for move in moves:
+            env.step(f"[{move}]")
+        yield env
+
+
 def tactics_read_out(score: ScoreFn, cases: Sequence[tuple]) -> dict[str, float]:
     """A board game's tactics read-out over ``cases``, each (legal moves, wanted moves, a win?, observation,
     answers): ``takes_win``, the mean probability of a wanted move over the win positions (a move that

@@ -14,10 +14,9 @@ import math
 from collections.abc import Iterator
 from functools import cache
 
-from spiral_arena.analysis.read_policy import ScoreFn, answer_text, tactics_read_out
+from spiral_arena.analysis.read_policy import ScoreFn, answer_text, replay_moves, tactics_read_out
 from spiral_arena.core.env import TextGameEnv
 from spiral_arena.games.tictactoe import EMPTY, LINES, TicTacToeState
-from spiral_arena.registry import make
 
 
 def positions() -> list[tuple[int, ...]]:
@@ -55,14 +54,7 @@ def replayed(game: str = "TicTacToe-v0", obs_format: str = "", stride: int = 1) 
     """The env of ``game`` (its options: the text a policy reads) at every ``stride``-th position of
     ``positions()``, each reached by playing its moves through the env; one env, moved on at each step of
     the iteration, so read it before the next."""
-    if stride < 1:
-        raise ValueError(f"stride must be a positive integer, got {stride!r}")
-    env = make(game, **({"obs_format": obs_format} if obs_format else {}))
-    for moves in positions()[::stride]:
-        env.reset(seed=0)
-        for cell in moves:
-            env.step(f"[{cell}]")
-        yield env
+    return replay_moves(game, obs_format, positions(), stride)
 
 
 def tactics_from_scores(
