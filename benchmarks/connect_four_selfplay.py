@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from learning import interval, scorer_of, train_fresh
+from learning import eval_rows, finished, interval, scorer_of, train_fresh
 from rich.console import Console
 from rich.table import Table
 
@@ -30,17 +30,11 @@ from trainers.validation import ConfigError
 GAME = "ConnectFour-v0:board=threats"
 SETTINGS = {"games": GAME, "steps": 100, "samples_per_step": 256, "eval_games": 100, "eval_every": 100,
             "eval_at_start": True, "time_limit_s": 0}  # fmt: skip
+KEY = match_key(GAME, "random", "win")  # logged by every evaluation
 
 
 def evaluations(run: Path) -> list[dict]:
-    path = run / "metrics.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    return [r for r in rows if match_key(GAME, "random", "win") in r]
-
-
-def finished(run: Path) -> bool:
-    rows, config = evaluations(run), run / "config.json"
-    return bool(rows) and config.exists() and rows[-1]["step"] == json.loads(config.read_text())["steps"]
+    return eval_rows(run, KEY)
 
 
 def win_or_draw(row: dict, opponent: str) -> float:
@@ -75,9 +69,9 @@ def main(argv: list[str] | None = None) -> None:
     runs = []
     for seed in range(args.seed_from, args.seed_from + args.seeds):
         run = Path(args.out) / f"seed{seed}"
-        if not args.report and not finished(run):
+        if not args.report and not finished(run, KEY):
             train_fresh(run, {**SETTINGS, "seed": seed, **settings})
-        if finished(run):
+        if finished(run, KEY):
             runs.append(run)
     console = Console()
     if not runs:

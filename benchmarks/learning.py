@@ -101,19 +101,20 @@ TARGETS = {_METRICS[key]: (kind, limit) for key, kind, limit, _ in RECIPE_TARGET
 T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
-def eval_rows(run: Path) -> list[dict]:
-    """The metrics rows of ``run`` that carry an evaluation, in step order."""
+def eval_rows(run: Path, key: str = "eval/kuhn_exploitability") -> list[dict]:
+    """The metrics rows of ``run`` that carry an evaluation (``key``: a metric every evaluation of the run
+    logs), in step order."""
     path = run / "metrics.jsonl"
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if "eval/kuhn_exploitability" in r]
+    return [r for r in rows if key in r]
 
 
-def finished(run: Path) -> bool:
+def finished(run: Path, key: str = "eval/kuhn_exploitability") -> bool:
     """The run wrote its final evaluation (its config's last step, or a time-limit stop)."""
     config = run / "config.json"
-    rows = eval_rows(run)
+    rows = eval_rows(run, key)
     if not config.exists() or not rows:
         return False
     return rows[-1]["step"] == json.loads(config.read_text())["steps"] or "stopped_by_time_limit" in rows[-1]

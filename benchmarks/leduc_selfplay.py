@@ -15,10 +15,9 @@ that folds its weak hands loses most hands and wins chips.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from learning import interval, train_fresh
+from learning import eval_rows, finished, interval, train_fresh
 from rich.console import Console
 from rich.table import Table
 
@@ -32,18 +31,12 @@ from trainers.validation import ConfigError
 
 ADVANTAGES = ("rae", "marshal")
 SETTINGS = {"games": "LeducHoldem-v0", "eval_every": 50, "eval_at_start": True, "time_limit_s": 0}
+KEY = "eval/leduc_exploitability"  # logged by every evaluation of a run that trains Leduc
 REFERENCES = {"uniform (random)": 2.3736, "CFR+ expert": 0.0002}
 
 
 def evaluations(run: Path) -> list[dict]:
-    path = run / "metrics.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    return [r for r in rows if "eval/leduc_exploitability" in r]
-
-
-def finished(run: Path) -> bool:
-    rows, config = evaluations(run), run / "config.json"
-    return bool(rows) and config.exists() and rows[-1]["step"] == json.loads(config.read_text())["steps"]
+    return eval_rows(run, KEY)
 
 
 def chips_a_hand(policy: dict, other: dict) -> float:
@@ -86,9 +79,9 @@ def main(argv: list[str] | None = None) -> None:
         runs = []
         for seed in range(args.seeds):
             run = Path(args.out) / advantage / f"seed{seed}"
-            if not args.report and not finished(run):
+            if not args.report and not finished(run, KEY):
                 train_fresh(run, {**SETTINGS, "advantage": advantage, "seed": seed, **settings})
-            if finished(run):
+            if finished(run, KEY):
                 runs.append(run)
         if not runs:
             continue
