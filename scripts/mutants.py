@@ -57,8 +57,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "self-play advantage sign flipped",
         "trainers/loop.py",
-        "adv = rae.advantage(game.game, seat, ret, actor) if config.rae else ret",
-        "adv = -rae.advantage(game.game, seat, ret, actor) if config.rae else ret",
+        "adv = rae.advantage(game.game, seat, ret, baseline_actor) if config.rae else ret",
+        "adv = -rae.advantage(game.game, seat, ret, baseline_actor) if config.rae else ret",
         ("tests/test_trainer_e2e.py::test_self_play_advantages_replay_from_the_run_files",),
     ),
     Mutant(
@@ -120,8 +120,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "RAE: one baseline for every shard",
         "trainers/loop.py",
-        'actor = game.shard if config.rae_scope == "shard" else None',
-        "actor = None",
+        'baseline_actor = game.shard if config.rae_scope == "shard" else None',
+        "baseline_actor = None",
         ("tests/test_trainer_e2e.py::test_each_shard_keeps_its_own_baselines_with_rae_scope_shard",),
     ),
     Mutant(
@@ -333,6 +333,34 @@ MUTANTS: tuple[Mutant, ...] = (
         'fitting = candidates(info["view"])',
         'fitting = list(info["view"]["world"])',
         ("tests/test_trainer_groups.py::test_naming_records_name_a_noun_that_fits_with_the_opening_as_context",),
+    ),
+    Mutant(
+        "async: the importance weights computed and never applied",
+        "trainers/losses.py",
+        "per_token = per_token * token_weights",
+        "per_token = per_token * 1.0",
+        ("tests/test_async.py::test_token_weights_multiply_each_tokens_ppo_loss",),
+    ),
+    Mutant(
+        "async: masked importance sampling keeps the ratios above the cap",
+        "trainers/losses.py",
+        "weights = torch.where(capped, 0.0, rho)",
+        "weights = rho",
+        ("tests/test_async.py::test_importance_weights_against_hand_computed_ratios",),
+    ),
+    Mutant(
+        "async: one update staler than the schedule",
+        "trainers/actor.py",
+        "return max(self.base, step - 1 - self.k)",
+        "return max(self.base, step - 2 - self.k)",
+        ("tests/test_async.py::test_each_step_trains_on_games_at_most_k_updates_old",),
+    ),
+    Mutant(
+        "async: a checkpoint drops the games played ahead of it",
+        "trainers/loop.py",
+        'streams["pending"] = [b.saved() for b in pending]',
+        'streams["pending"] = []',
+        ("tests/test_async.py::test_a_resumed_async_run_continues_exactly",),
     ),
 )
 

@@ -44,6 +44,7 @@ SMALL = {
     "eval_tactics": False,  # tested in test_ttt_tactics.py
 }
 VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
+VOLATILE += ("async/learner_idle_s", "async/actor_idle_s")
 ENGINE = "#kv_cache_gib=0.25#enforce_eager=true"  # spec options: a small KV cache, built in seconds
 DATA = Path(__file__).parent / "data" / "evals"
 
@@ -87,6 +88,34 @@ def test_training_samples_from_the_learner_at_every_step(finished_run):
     config = json.loads((finished_run / "config.json").read_text())
     assert config["backend"] == "vllm"
     assert sorted(p.name for p in (finished_run / "checkpoints").glob("step_*")) == ["step_000002", "step_000004"]
+
+
+def test_async_rollouts_play_ahead_through_vllm_and_evaluate_the_learner(finished_run, tmp_path):
+    """``async_steps 1`` on real vLLM: the actor thread plays step t+1's games through the engine while update t
+    runs, from the weights one update back (staleness 0 then 1, so the engine's log-probs now differ from the
+    learner's), corrected by truncated importance sampling; each evaluation takes the engine, serving the
+    learner's weights, and the warm start's equals the synchronous run's. A resumed run ends where the
+    uninterrupted one does."""
+    out = tmp_path / "async"
+    settings = {**SMALL, "async_steps": 1, "output_dir": str(out)}
+    train(TrainConfig.build(settings), progress=False)
+    steps = [r for r in rows(out) if r["step"] > 0]
+    assert [r["async/staleness"] for r in steps] == [0, 1, 1, 1]
+    assert steps[0]["logprob_gap/max"] < 1e-4 and min(r["logprob_gap/mean"] for r in steps[1:]) > 1e-3
+    assert all(r["tis/ratio_max"] >= r["tis/ratio_mean"] > 0 for r in steps)
+    assert stable(rows(out)[0]) == stable(rows(finished_run)[0])  # the warm start's evaluation
+    evaluated = [r for r in steps if "eval/kuhn_exploitability" in r]
+    assert [r["step"] for r in evaluated] == [2, 4] and all(0 <= r["eval/kuhn_exploitability"] <= 1 for r in evaluated)
+    straight = rows(out)
+    shutil.rmtree(out / "checkpoints" / "step_000004")  # as if it died during steps 3-4
+    (out / "metrics.jsonl").write_text("\n".join((out / "metrics.jsonl").read_text().splitlines()[:3]) + "\n")
+    train(TrainConfig.build({**settings, "resume": True}), progress=False)
+    resumed = rows(out)
+    assert [r["step"] for r in resumed] == [r["step"] for r in straight]
+    for a, b in zip(resumed[3:], straight[3:], strict=True):  # step 3 from the checkpoint's saved games
+        assert stable(a).keys() == stable(b).keys()
+        for key, value in stable(a).items():
+            assert value == pytest.approx(b[key], rel=1e-5, abs=1e-6), (a["step"], key)
 
 
 def test_resume_continues_exactly(finished_run, tmp_path):

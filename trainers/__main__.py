@@ -19,7 +19,12 @@ def run(args: argparse.Namespace, prog: str) -> int:
         return 2
     from trainers.loop import train  # torch and transformers only for a valid config
 
-    print(f"run written to {train(config)}")
+    try:
+        run_dir = train(config)
+    except ValueError as error:  # what only the launch can tell (e.g. torchrun's ranks), before any model
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    print(f"run written to {run_dir}")
     return 0
 
 

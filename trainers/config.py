@@ -234,6 +234,20 @@ class TrainConfig:
     """Warn when the mean per-token gap between the engine's sampling log-probs and the learner's
     recomputation exceeds this (logged every step as logprob_gap/mean and /max)."""
 
+    # --- asynchronous rollouts ---------------------------------------------------------------
+    async_steps: int = 0
+    """Rollouts generated ahead of the learner: 0 is the synchronous trainer (each step's games are sampled
+    from the weights it updates); K >= 1 has an actor thread, with its own engine and its own copy of the
+    weights, play the games of steps t+1 .. t+K while step t learns, each step's from the weights of K
+    updates before (docs/training.md, "Asynchronous rollouts")."""
+    tis: str = "auto"
+    """Off-policy correction of each sampled token by its importance ratio rho = pi_learner / pi_sampler:
+    "truncate" multiplies its loss by min(rho, tis_cap) (truncated importance sampling), "mask" by rho where
+    rho <= tis_cap and by 0 above (masked importance sampling), "none" leaves it; "auto" is truncate with
+    async_steps >= 1 and none without (the run's config.json records the choice made)."""
+    tis_cap: float = 2.0
+    """The cap of tis (Oat's tis_c, which SPIRAL's repository uses)."""
+
     # --- SFT warm start --------------------------------------------------------------------
     sft_steps: int = 0
     """Steps of supervised warm start on the games of ``sft_agent`` before RL (teaches the answer format)."""
@@ -344,6 +358,8 @@ class TrainConfig:
                 settings["obs_format"] = ""  # recap=false: one-message prompts would hide the questions asked
         config = cls(**{**settings, **known, "recipe": recipe})
         config.validate(problems)
+        if config.tis == "auto":  # resolved here, so config.json says which correction the run made
+            config.tis = "truncate" if config.async_steps else "none"
         return config
 
     def validate(self, problems: list[str] | None = None) -> None:

@@ -17,7 +17,7 @@ from torch.distributed.tensor import DTensor
 from spiral_arena.models.logprobs import pack, response_logprobs
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, is_sharded
-from trainers.losses import UNITS, aggregate, kl_per_token, policy_loss, row_coefficients
+from trainers.losses import UNITS, aggregate, importance_weights, kl_per_token, policy_loss, row_coefficients
 from trainers.rollout import Turn
 
 logger = logging.getLogger(__name__)
@@ -85,13 +85,21 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
         with torch.set_grad_enabled(grad), autocast(config, device):
             return response_logprobs(net, ids, attention, positions, mask, config.temperature, entropy=entropy)
 
-    # the behaviour policy's log-probs: PPO's ratio reads them, and so does the on-policy check when later
-    # mini-batches are taken after a step (REINFORCE on one mini-batch reads its first pass instead)
-    keep_old = config.loss == "ppo" or len(parts) > 1
-    old = [[forward(model, b, False)[:2] for b in batches] if keep_old else None for batches in parts]
-    ref = [[forward(reference, b, False)[0] for b in batches] for batches in parts] if reference is not None else None
+    # the learner's log-probs before any step: PPO's ratio reads them, and so do the on-policy check when later
+    # mini-batches are taken after a step and the off-policy correction (REINFORCE on one mini-batch, on-policy,
+    # reads its first pass instead)
     totals: dict[str, float] = defaultdict(float)
     gap = [0.0, 0.0, 0.0]  # summed |gap|, tokens compared, max
+    correct = config.tis != "none"
+    keep_old = config.loss == "ppo" or len(parts) > 1 or correct
+    old = [[forward(model, b, False)[:2] for b in batches] if keep_old else None for batches in parts]
+    tis = None  # per batch: each token's importance weight (rollouts sampled by other weights, async_steps)
+    if correct:
+        tis = [
+            [tis_weights(b, logp, mask, placeholder, config, totals) for b, (logp, mask) in zip(*part, strict=True)]
+            for part in zip(parts, old, strict=True)
+        ]
+    ref = [[forward(reference, b, False)[0] for b in batches] for batches in parts] if reference is not None else None
     if keep_old:
         for batches, before in zip(parts, old, strict=True):
             for batch, (logp, mask) in zip(batches, before, strict=True):
@@ -121,6 +129,7 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
                     clip_high=config.clip_high or None,
                     dual_clip=config.dual_clip or None,
                     weights=weights,
+                    token_weights=tis[k][i] if tis else None,
                 )
                 objective = loss
                 if ref:  # each turn's KL at its game's weight (kl_by_game); the logged kl is unweighted
@@ -162,6 +171,11 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
         stats["dual_clip_fraction"] = summed["dual_clipped"] / tokens
     if config.entropy_coef:
         stats["entropy"] = summed["entropy"]
+    if correct:  # over the tokens whose sampling log-prob is known, each merged turn counted
+        ratio_sum, ratio_tokens, capped = ddp.sum([totals["tis_sum"], totals["tis_tokens"], totals["tis_capped"]])
+        stats["tis/ratio_mean"] = ratio_sum / max(ratio_tokens, 1.0)
+        stats["tis/ratio_max"] = ddp.max([totals["tis_max"]])[0]
+        stats["tis/capped_share"] = capped / max(ratio_tokens, 1.0)
     if totals["skipped_steps"]:
         stats["skipped_steps"] = totals["skipped_steps"]
         logger.warning("%d optimiser step(s) skipped: the gradient norm was not finite", totals["skipped_steps"])
@@ -213,6 +227,28 @@ def merge_duplicates(turns: list[Turn], coefficients: list[float]) -> list[Row]:
         mean = sum(coefficients[k] * turns[k].advantage for k in members) / weight if weight else 0.0
         rows.append(Row([turns[k] for k in members], weight, mean))
     return rows
+
+
+def tis_weights(batch: list[Row], logp: torch.Tensor, mask: torch.Tensor, placeholder, config, totals) -> torch.Tensor:
+    """Each token's importance weight (``losses.importance_weights``) for one micro-batch of rows, from the
+    learner's log-probs ``logp`` and the engine's of the row's turns (their mean: a merged row's members were
+    sampled by the same weights, so they differ by float rounding only); adds the ratio's statistics to
+    ``totals``."""
+    if batch[0] is placeholder:
+        return torch.ones_like(mask)
+    members = [t for r in batch for t in r.turns]
+    rows = torch.tensor([row for row, r in enumerate(batch) for _ in r.turns], device=mask.device)
+    engine_logp, known = generation_logprobs(members, mask[rows])
+    count = torch.zeros(len(batch), device=mask.device).index_add_(0, rows, torch.ones_like(rows, dtype=torch.float))
+    behaviour = torch.zeros_like(mask).index_add_(0, rows, engine_logp) / count[:, None]
+    row_known = torch.zeros_like(mask).index_add_(0, rows, known) == count[:, None]  # every member's is known
+    weights, rho, capped = importance_weights(logp.float(), behaviour, row_known.float(), config.tis, config.tis_cap)
+    counted = row_known.float() * count[:, None]  # statistics per turn, as the gap's
+    totals["tis_sum"] += float((rho * counted).sum())
+    totals["tis_tokens"] += float(counted.sum())
+    totals["tis_capped"] += float((capped.float() * counted).sum())
+    totals["tis_max"] = max(totals["tis_max"], float((rho * row_known).max()) if row_known.any() else 0.0)
+    return weights.to(logp.dtype)
 
 
 def add_gap(gap: list[float], batch: list[Row], logp: torch.Tensor, mask: torch.Tensor, placeholder, device) -> None:

@@ -28,10 +28,12 @@ import numpy as np
 import torch
 
 from spiral_arena.agents import make_agent
+from spiral_arena.models.hf import HFEngine
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.play import reading
 from trainers import checkpoint, rundir
+from trainers.actor import Actor, Batch, shared_engine
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, gather_states, optimizer_loader, select_device, shard
 from trainers.evaluate import NOTES, eval_line, evaluate, final_summary, reasoning
@@ -77,6 +79,11 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     ddp = Distributed(device)
     if config.rollout_shards % ddp.world:
         raise ValueError(f"rollout_shards ({config.rollout_shards}) must be a multiple of the {ddp.world} ranks")
+    if config.async_steps and ddp.world > 1:
+        raise ValueError(
+            f"async_steps runs in one process (an actor thread beside the learner), not under torchrun's {ddp.world} "
+            "ranks: use async_steps 0 there, or run one process"
+        )
     if config.fsdp and ddp.world == 1:  # (fsdp with lora_rank is refused by the config's own validation)
         raise ValueError("fsdp shards the model over torchrun ranks: run it under torchrun with 2 or more processes")
     run_dir = Path(ddp.gather(config.output_dir or f"runs/{datetime.now():%Y%m%d-%H%M%S}")[0])
@@ -214,14 +221,13 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             bar.write(eval_line(0, scores, trained_labels))
     if len(start_row) > 1:
         log.write(start_row)
-    step = start
-    for step in range(start + 1, config.steps + 1):
-        # 1. rollouts ------------------------------------------------------------------------
-        t0 = time.monotonic()
+
+    def play(on: Policy) -> dict[int, list]:
+        """One step's games on this rank's rollout shards, each shard drawing on its own stream."""
         with autocast(config, device):
-            mine = [
-                collect(
-                    policy,
+            return {
+                s: collect(
+                    on,
                     specs,
                     weights,
                     min_samples=samples_per_shard,
@@ -238,132 +244,197 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     **generation,
                 )
                 for s in shards
-            ]
-        # every rank gets every shard's games, in shard order, so RAE sees the same sequence everywhere
-        gathered = ddp.gather(dict(zip(shards, mine, strict=True)))
-        by_shard = {s: games for part in gathered for s, games in part.items()}
-        for s, games in by_shard.items():
-            for game in games:
-                game.shard = s
-        results = [game for s in sorted(by_shard) for game in by_shard[s]]
-        own = [game for s in shards for game in by_shard[s]]  # this rank's: the ones it trains on
-        groups: dict[tuple, int] = {}  # the learner's units: each turn's game and group (self-play: the game)
-        for index, game in enumerate(own):
-            group = groups.setdefault((game.shard, game.game, game.record.seed) if grouped else (index,), len(groups))
-            for turn in game.turns:
-                turn.game_id, turn.group_id = index, group
-        rollout_s = time.monotonic() - t0
+            }
 
-        # 2. advantages: RAE baseline per (game, role), read before it is updated; or, for a single
-        #    player, each game against the other games of its group (StarPO, delta-belief) ---------
-        t0 = time.monotonic()
-        if grouped:
-            keys = [(s, game.game, game.record.seed) for s in sorted(by_shard) for game in by_shard[s]]
-            with autocast(config, device):
-                group_stats = group_advantages(results, keys, config, model, policy)
-        elif config.advantage == "marshal":  # each seat's turns: reward-to-go, normalised per (game, seat)
-            group_stats = {}
-            episodes = [(g, seat, [t for t in g.turns if t.role == seat]) for g in results for seat in g.policy_seats]
-            episodes = [e for e in episodes if e[2]]  # a seat whose opponent ended the game first: nothing to train
-            rewards = [((g.game, seat), [0.0] * (len(ts) - 1) + [g.shaped[seat]]) for g, seat, ts in episodes]
-            for (_, _, ts), advs in zip(episodes, marshal_advantages(rewards), strict=True):
-                for turn, adv in zip(ts, advs, strict=True):
-                    turn.advantage = adv
-        else:
-            group_stats = {}
-            for game in results:
-                actor = game.shard if config.rae_scope == "shard" else None
-                for seat in game.policy_seats:
-                    ret = game.shaped[seat]
-                    adv = rae.advantage(game.game, seat, ret, actor) if config.rae else ret
-                    for turn in game.turns:
-                        if turn.role == seat:
-                            turn.advantage = adv
-            if config.state_baseline:  # positions seen often this step: return minus their mean return
-                mine_turns = [(t, g.shaped[t.role]) for g in results for t in g.turns if t.role in g.policy_seats]
-                keys = [(t.game, t.role, t.prompt) for t, _ in mine_turns]
-                by_state = state_advantages(keys, [r for _, r in mine_turns], config.state_baseline)
-                for (turn, _), adv in zip(mine_turns, by_state, strict=True):
-                    if adv is not None:
-                        turn.advantage = adv
-                group_stats["state_baseline/share"] = sum(a is not None for a in by_state) / max(1, len(by_state))
-        advantage_s = time.monotonic() - t0
-        turns = [t for g in results for t in g.turns]
+    actor = None  # async_steps: the thread that plays the next steps' games while this one learns
+    if config.async_steps:
+        actor_model = copy.deepcopy(model).eval().requires_grad_(False)
+        # vLLM's engine holds weights of its own: the actor loads its versions into it (and evaluation, its own)
+        actor_engine = HFEngine(actor_model, stops, tokenizer.pad_token_id) if config.backend == "hf" else engine
+        # a tokenizer of its own too: a fast tokenizer is not to be used from two threads at once
+        actor_policy = Policy(
+            actor_engine, copy.deepcopy(tokenizer), config.prompt_template, stops, thinking=config.thinking
+        )
+        actor = Actor(
+            lambda: play(actor_policy),
+            lambda: {
+                "shards": {s: rng.bit_generator.state for s, rng in shard_rngs.items()},
+                # and how many snapshots the batch could draw from (the learner's count moves on meanwhile)
+                **({"pool_rng": pool.rng.bit_generator.state, "snapshots": len(pool.snapshots)} if pool else {}),
+            },
+            actor_engine,
+            actor_model,
+            config.async_steps,
+            base=start,
+            steps=config.steps,
+            on_load=(lambda m, v: pool.add(m, v) if v % config.pool_every == 0 else None) if pool is not None else None,
+        )
+        for saved in state["extra"].get("pending", []) if previous is not None else []:
+            actor.held[saved["step"]] = Batch.restored(saved)
+        last_states = actor.states()  # the streams after the last batch taken (none yet)
+        actor.start(start + 1 + len(actor.held), {k: t.to("cpu", copy=True) for k, t in model.state_dict().items()})
 
-        # 3. learner --------------------------------------------------------------------------
-        t0 = time.monotonic()
-        engine.sleep()  # frees the accelerator for the update (vLLM); a no-op for the hf engine
-        stats = update(model, reference, optimizer, [t for g in own for t in g.turns], config, learner_rng, device, ddp)
-        with warnings.catch_warnings():  # a step with nothing to train (all advantages 0) skips optimizer.step()
-            warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
-            scheduler.step()
-        t_sync = time.monotonic()
-        engine.load_weights(model)  # the engine samples the next rollouts from the updated weights
-        sync_s = time.monotonic() - t_sync
-        if pool is not None and step % config.pool_every == 0:
-            pool.add(model, step)
-        update_s = time.monotonic() - t0 - sync_s
-
-        # 4. metrics, evaluation, checkpoint ----------------------------------------------------
-        metrics = {
-            "step": step,
-            "time_s": time.monotonic() - started,
-            "lr": scheduler.get_last_lr()[0],
-            "rollout_s": rollout_s,
-            "advantage_s": advantage_s,
-            "update_s": update_s,
-            "sync_s": sync_s,
-            **group_stats,
-            "samples": len(turns),
-            **stats,
-            **rollout_metrics(results, turns, rollout_s),
-            **{f"rae/{k}": v for k, v in rae.baselines.items()},
-        }
-        if pool is not None:
-            metrics["pool/snapshots"] = len(pool.snapshots)
-            metrics["pool/games_share"] = sum(g.snapshot_step is not None for g in results) / max(1, len(results))
-        out_of_time = late(deadline, ddp)
-        last = step == config.steps or out_of_time
-        if out_of_time and step < config.steps:  # a safety stop, not the plan: say so where it is read
-            metrics["stopped_by_time_limit"] = 1.0
-        due = step % config.eval_every == 0 or last
-        if due and out_of_time:  # the limit bounds the whole run: its checkpoint is saved, its evaluation not run
-            metrics["eval_skipped_by_time_limit"] = 1.0
-        elif due and (ddp.main or config.fsdp):
-            with autocast(config, device):  # under FSDP every rank joins the scoring forward passes
-                scores = evaluate(model, policy, config, specs, play=ddp.main)
-                if ddp.main and config.eval_reasoning:  # maths and science questions, through the policy's engine
-                    scores.update(reasoning(policy, tokenizer, config))
-            if ddp.main:
-                metrics.update(scores)
-                log.transcripts(step, results)
-                bar.write(eval_line(step, scores, trained_labels))
-        log.write(metrics)
-        if step % config.save_every == 0 or last:
-            states = ddp.gather({s: shard_rngs[s].bit_generator.state for s in shards})
-            model_state, optimizer_state = gather_states(model, optimizer)
-            if ddp.main:
-                checkpoint.save(
-                    run_dir / "checkpoints",
-                    step,
-                    model,
-                    tokenizer,
-                    optimizer_state,
-                    scheduler,
-                    rae,
-                    {s: st for part in states for s, st in part.items()},
-                    learner_rng,
-                    {
-                        "config": asdict(config),
-                        "base_model": base_model_path(config, run_dir),
-                        **({"pool_rng": pool.rng.bit_generator.state} if pool is not None else {}),
-                    },
-                    model_state,
+    step = start
+    try:
+        for step in range(start + 1, config.steps + 1):
+            # 1. rollouts: played now (synchronous), or taken from the actor, which played them ahead -----
+            t0 = time.monotonic()
+            if actor is None:
+                # every rank gets every shard's games, in shard order, so RAE sees the same sequence everywhere
+                gathered = ddp.gather(play(policy))
+                by_shard = {s: games for part in gathered for s, games in part.items()}
+                rollout_s, async_stats = time.monotonic() - t0, {}
+            else:
+                batch, waited = actor.take(step)
+                by_shard, rollout_s, last_states = batch.games, batch.rollout_s, batch.states
+                async_stats = {  # staleness: updates between the weights that sampled and those being trained
+                    "async/staleness": step - 1 - batch.version,
+                    "async/learner_idle_s": waited,
+                    "async/actor_idle_s": batch.idle_s,
+                }
+            for s, games in by_shard.items():
+                for game in games:
+                    game.shard = s
+            results = [game for s in sorted(by_shard) for game in by_shard[s]]
+            own = [game for s in shards for game in by_shard[s]]  # this rank's: the ones it trains on
+            groups: dict[tuple, int] = {}  # the learner's units: each turn's game and group (self-play: the game)
+            for index, game in enumerate(own):
+                group = groups.setdefault(
+                    (game.shard, game.game, game.record.seed) if grouped else (index,), len(groups)
                 )
-        ddp.barrier()
-        bar.update(metrics)
-        if out_of_time:
-            break
+                for turn in game.turns:
+                    turn.game_id, turn.group_id = index, group
+
+            # 2. advantages: RAE baseline per (game, role), read before it is updated; or, for a single
+            #    player, each game against the other games of its group (StarPO, delta-belief) ---------
+            t0 = time.monotonic()
+            if grouped:
+                keys = [(s, game.game, game.record.seed) for s in sorted(by_shard) for game in by_shard[s]]
+                with autocast(config, device):
+                    group_stats = group_advantages(results, keys, config, model, policy)
+            elif config.advantage == "marshal":  # each seat's turns: reward-to-go, normalised per (game, seat)
+                group_stats = {}
+                episodes = [
+                    (g, seat, [t for t in g.turns if t.role == seat]) for g in results for seat in g.policy_seats
+                ]
+                episodes = [e for e in episodes if e[2]]  # a seat whose opponent ended the game first: nothing to train
+                rewards = [((g.game, seat), [0.0] * (len(ts) - 1) + [g.shaped[seat]]) for g, seat, ts in episodes]
+                for (_, _, ts), advs in zip(episodes, marshal_advantages(rewards), strict=True):
+                    for turn, adv in zip(ts, advs, strict=True):
+                        turn.advantage = adv
+            else:
+                group_stats = {}
+                for game in results:
+                    baseline_actor = game.shard if config.rae_scope == "shard" else None
+                    for seat in game.policy_seats:
+                        ret = game.shaped[seat]
+                        adv = rae.advantage(game.game, seat, ret, baseline_actor) if config.rae else ret
+                        for turn in game.turns:
+                            if turn.role == seat:
+                                turn.advantage = adv
+                if config.state_baseline:  # positions seen often this step: return minus their mean return
+                    mine_turns = [(t, g.shaped[t.role]) for g in results for t in g.turns if t.role in g.policy_seats]
+                    keys = [(t.game, t.role, t.prompt) for t, _ in mine_turns]
+                    by_state = state_advantages(keys, [r for _, r in mine_turns], config.state_baseline)
+                    for (turn, _), adv in zip(mine_turns, by_state, strict=True):
+                        if adv is not None:
+                            turn.advantage = adv
+                    group_stats["state_baseline/share"] = sum(a is not None for a in by_state) / max(1, len(by_state))
+            advantage_s = time.monotonic() - t0
+            turns = [t for g in results for t in g.turns]
+
+            # 3. learner --------------------------------------------------------------------------
+            t0 = time.monotonic()
+            if actor is None:
+                engine.sleep()  # frees the accelerator for the update (vLLM); a no-op for the hf engine
+            stats = update(
+                model, reference, optimizer, [t for g in own for t in g.turns], config, learner_rng, device, ddp
+            )
+            with warnings.catch_warnings():  # a step with nothing to train (all advantages 0) skips optimizer.step()
+                warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
+                scheduler.step()
+            t_sync = time.monotonic()
+            if actor is None:
+                engine.load_weights(model)  # the engine samples the next rollouts from the updated weights
+            else:  # the actor loads them before the first step they play
+                actor.publish(step, {name: t.to("cpu", copy=True) for name, t in model.state_dict().items()})
+            sync_s = time.monotonic() - t_sync
+            if actor is None and pool is not None and step % config.pool_every == 0:  # (async: the actor's on_load)
+                pool.add(model, step)
+            update_s = time.monotonic() - t0 - sync_s
+
+            # 4. metrics, evaluation, checkpoint ----------------------------------------------------
+            metrics = {
+                "step": step,
+                "time_s": time.monotonic() - started,
+                "lr": scheduler.get_last_lr()[0],
+                "rollout_s": rollout_s,
+                "advantage_s": advantage_s,
+                "update_s": update_s,
+                "sync_s": sync_s,
+                **async_stats,
+                **group_stats,
+                "samples": len(turns),
+                **stats,
+                **rollout_metrics(results, turns, rollout_s),
+                **{f"rae/{k}": v for k, v in rae.baselines.items()},
+            }
+            if pool is not None:
+                metrics["pool/snapshots"] = len(pool.snapshots) if actor is None else last_states["snapshots"]
+                metrics["pool/games_share"] = sum(g.snapshot_step is not None for g in results) / max(1, len(results))
+            out_of_time = late(deadline, ddp)
+            last = step == config.steps or out_of_time
+            if out_of_time and step < config.steps:  # a safety stop, not the plan: say so where it is read
+                metrics["stopped_by_time_limit"] = 1.0
+            due = step % config.eval_every == 0 or last
+            if due and out_of_time:  # the limit bounds the whole run: its checkpoint is saved, its evaluation not run
+                metrics["eval_skipped_by_time_limit"] = 1.0
+            elif due and (ddp.main or config.fsdp):
+                # under FSDP every rank joins the scoring forward passes; an async run's vLLM engine is the actor's
+                with autocast(config, device), shared_engine(actor, engine, model):
+                    scores = evaluate(model, policy, config, specs, play=ddp.main)
+                    if ddp.main and config.eval_reasoning:  # maths and science questions, through the policy's engine
+                        scores.update(reasoning(policy, tokenizer, config))
+                if ddp.main:
+                    metrics.update(scores)
+                    log.transcripts(step, results)
+                    bar.write(eval_line(step, scores, trained_labels))
+            log.write(metrics)
+            if step % config.save_every == 0 or last:
+                states = ddp.gather({s: shard_rngs[s].bit_generator.state for s in shards})
+                streams = {"pool_rng": pool.rng.bit_generator.state} if pool is not None else {}
+                if actor is not None:  # the batches already played for the next steps, and the streams after them
+                    pending = actor.pending(step)
+                    last_states = pending[-1].states if pending else last_states
+                    states = [last_states["shards"]]
+                    streams = {"pool_rng": last_states["pool_rng"]} if pool is not None else {}
+                    streams["pending"] = [b.saved() for b in pending]
+                model_state, optimizer_state = gather_states(model, optimizer)
+                if ddp.main:
+                    checkpoint.save(
+                        run_dir / "checkpoints",
+                        step,
+                        model,
+                        tokenizer,
+                        optimizer_state,
+                        scheduler,
+                        rae,
+                        {s: st for part in states for s, st in part.items()},
+                        learner_rng,
+                        {
+                            "config": asdict(config),
+                            "base_model": base_model_path(config, run_dir),
+                            **streams,
+                        },
+                        model_state,
+                    )
+            ddp.barrier()
+            bar.update(metrics)
+            if out_of_time:
+                break
+    finally:  # Ctrl-C, an error or the end: the actor stops after the batch in hand
+        if actor is not None:
+            actor.stop()
     bar.close()
     if ddp.main and step < config.steps:  # printed, not logged: it must be seen whatever the logging set-up
         print(

@@ -20,6 +20,7 @@ import torch
 AGGREGATIONS = ("dr_grpo", "token_mean", "seq_mean_token_mean", "game_mean_token_mean", "group_mean_token_mean")
 KL_ESTIMATORS = ("k3", "k2")
 LOSSES = ("ppo", "reinforce")
+TIS_MODES = ("none", "truncate", "mask")
 # the token means, by what one unit of the mean is: every token of the batch, one turn, one game, one group
 UNITS = {"token_mean": "batch", "seq_mean_token_mean": "turn", "game_mean_token_mean": "game",
          "group_mean_token_mean": "group"}  # fmt: skip
@@ -84,6 +85,7 @@ def policy_loss(
     clip_high: float | None = None,
     dual_clip: float | None = None,
     weights: torch.Tensor | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO-clip, or REINFORCE (-A * log pi); returns the loss (the rows' ``coefficients``-weighted token
     sum) and its clip statistics.
@@ -95,6 +97,9 @@ def policy_loss(
     negative advantage by -c * A: without it a token whose ratio has grown far above 1 + clip_high
     (off-policy data) would get a loss, and a gradient, that grows with the ratio without limit; with
     it such a token contributes a constant and no gradient. Positive advantages are untouched.
+
+    ``token_weights`` [batch, tokens] (no gradient) multiply each token's loss: the off-policy correction
+    of rollouts sampled by older weights (``importance_weights``); the clip statistics do not count them.
 
     ``clip_fraction``: share of response tokens where the clipped term was taken; with dual clip,
     ``dual_clip_fraction``: share where the -c * A bound was taken (both counting ``weights``).
@@ -126,7 +131,36 @@ def policy_loss(
         stats["clip_fraction"] = 0.0
     else:
         raise ValueError(f"loss must be one of {LOSSES}, got {kind!r}")
+    if token_weights is not None:
+        per_token = per_token * token_weights
     return aggregate(per_token, mask, coefficients), stats
+
+
+def importance_weights(
+    learner_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, known: torch.Tensor, mode: str, cap: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token weights that correct rollouts sampled by other weights than the learner's: the ratio
+    rho = exp(log pi_learner - log mu), pi_learner being the learner's log-probs before its first optimiser
+    step of the policy step (PPO's old ones) and mu the engine's at sampling. ``mode`` "truncate" is
+    truncated importance sampling, min(rho, cap); "mask" keeps rho where rho <= cap and gives the token
+    weight 0 above it (masked importance sampling); "none" is 1. Where ``known`` is 0 (a token whose
+    sampling log-prob was not recorded, or padding) the weight is 1. TRL's ``token_truncate`` and
+    ``token_mask``, with its cap from above only.
+
+    Returns (weights, rho, capped): rho and where the cap acted, for the statistics."""
+    if mode not in TIS_MODES:
+        raise ValueError(f"tis must be one of {TIS_MODES}, got {mode!r}")
+    if cap < 1.0:
+        raise ValueError(f"tis_cap must be at least 1 (a ratio of 1 is on-policy), got {cap}")
+    rho = torch.exp(((learner_logprobs - behaviour_logprobs) * known).clamp(-20.0, 20.0))
+    capped = (rho > cap) & (known > 0)
+    if mode == "truncate":
+        weights = rho.clamp(max=cap)
+    elif mode == "mask":
+        weights = torch.where(capped, 0.0, rho)
+    else:
+        weights, capped = torch.ones_like(rho), torch.zeros_like(capped)
+    return torch.where(known > 0, weights, 1.0), rho, capped
 
 
 def kl_per_token(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:

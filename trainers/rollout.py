@@ -8,6 +8,7 @@ opponent is a fixed agent, answer through ``act_batch``. Finished games turn int
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,18 @@ class GameResult:
     secret: str | None = None
     snapshot_step: int | None = None  # population play: the step of the frozen policy in the other seat
     shard: int = 0  # the rollout shard that played it: an actor of its own for RAE with rae_scope "shard"
+
+    def saved(self) -> dict[str, Any]:
+        """Plain containers (what ``torch.load(weights_only=True)`` reads back): a checkpoint keeps an async
+        run's games already played for later steps."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def restored(cls, saved: dict[str, Any]) -> GameResult:
+        fields = dict(saved)
+        fields["record"] = GameRecord(**{**saved["record"], "moves": [tuple(m) for m in saved["record"]["moves"]]})
+        fields["turns"] = [Turn(**turn) for turn in saved["turns"]]
+        return cls(**fields)
 
     @property
     def won(self) -> bool:

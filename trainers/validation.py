@@ -47,6 +47,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "belief_probe": ("quoted", "named"),
     "lr_schedule": ("constant", "warmup", "cosine"),
     "kl_estimator": ("k3", "k2"),  # trainers.losses.KL_ESTIMATORS (which imports torch)
+    "tis": ("auto", "none", "truncate", "mask"),  # and trainers.losses.TIS_MODES
 }
 
 
@@ -116,6 +117,8 @@ RANGES: dict[str, Range] = {
     "kl_coef": _NON_NEGATIVE,
     "entropy_coef": _NON_NEGATIVE,
     "logprob_gap_warn": _NON_NEGATIVE,
+    "async_steps": _NON_NEGATIVE,
+    "tis_cap": Range(1, text="at least 1 (a ratio of 1 is on-policy)"),
     "sft_steps": _NON_NEGATIVE,
     "sft_batch": _AT_LEAST_1,
     "sft_naming": Range(0, 1),
@@ -425,6 +428,8 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
 
         if (problem := install_problem()) is not None:
             found.append(("backend", f"vllm: {problem}; or use backend hf"))
+    if not bad & {"fsdp", "async_steps"} and config.fsdp and config.async_steps:
+        found.append(("async_steps", "runs in one process (an actor thread beside the learner), fsdp under torchrun"))
     if not bad & {"fsdp", "lora_rank"} and config.fsdp and config.lora_rank > 0:
         found.append(("fsdp", "shards a full model and cannot train a LoRA adapter; set lora_rank to 0"))
     for name in ("tensorboard", "wandb"):
