@@ -131,10 +131,13 @@ def check_generation(model, vocab: int, device, prompts: int, prompt_len: int, n
     return {"prompts": prompts, "new_tokens": new_tokens, "tokens_per_s": tokens / seconds, "ok": tokens > 0}
 
 
-def check_train(out_dir: Path, device: torch.device, backend: str, steps: int) -> dict:
+def check_train(out_dir: Path, device: torch.device, backend: str, steps: int, async_steps: int = 0) -> dict:
+    """A short run of the trainer; with ``async_steps`` the actor plays ahead, so from step 2 on the engine's
+    log-probs are one update old (checked through the staleness schedule and the importance ratios instead)."""
     config = TrainConfig.build(
         {
             "output_dir": str(out_dir),
+            "async_steps": async_steps,
             "device": device.type,
             "backend": backend,
             "bf16": True,
@@ -155,7 +158,7 @@ def check_train(out_dir: Path, device: torch.device, backend: str, steps: int) -
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
     steps_rows = [r for r in rows if "update_s" in r]
     gaps = [r["logprob_gap/mean"] for r in steps_rows if "logprob_gap/mean" in r]
-    return {
+    out = {
         "steps": len(steps_rows),
         "rollout_s": [r["rollout_s"] for r in steps_rows],
         "update_s": [r["update_s"] for r in steps_rows],
@@ -163,9 +166,17 @@ def check_train(out_dir: Path, device: torch.device, backend: str, steps: int) -
         "generated_tokens_per_s": [r["generated_tokens_per_s"] for r in steps_rows],
         "logprob_gap_mean": gaps,
         "kuhn_exploitability": steps_rows[-1].get("eval/kuhn_exploitability"),
-        # bf16 sampling and bf16 recomputation differ by rounding only
-        "ok": len(steps_rows) == steps and all(np.isfinite(gaps)) and max(gaps, default=1.0) < 0.05,
+        "step_s": [b["time_s"] - a["time_s"] for a, b in zip(steps_rows, steps_rows[1:], strict=False)],
     }
+    if async_steps:
+        out["staleness"] = [r["async/staleness"] for r in steps_rows]
+        out["learner_idle_s"] = [r["async/learner_idle_s"] for r in steps_rows]
+        out["tis_ratio_mean"] = [r["tis/ratio_mean"] for r in steps_rows]
+        expected = [min(s, async_steps) for s in range(steps)]
+        out["ok"] = out["staleness"] == expected and all(np.isfinite(out["tis_ratio_mean"])) and gaps[0] < 0.05
+    else:  # bf16 sampling and bf16 recomputation differ by rounding only
+        out["ok"] = len(steps_rows) == steps and all(np.isfinite(gaps)) and max(gaps, default=1.0) < 0.05
+    return out
 
 
 def sync(device: torch.device) -> None:
@@ -221,6 +232,8 @@ def main() -> int:
     del model
     work = Path(tempfile.mkdtemp(prefix="gpu_check_"))
     run_check("train", results, check_train, work / "hf", device, "hf", 2 if args.dry_run else 4)
+    # the same run with the actor playing one step ahead: both modes' step seconds side by side
+    run_check("train_async", results, check_train, work / "hf_async", device, "hf", 3 if args.dry_run else 6, 1)
     try:
         import vllm  # noqa: F401
 

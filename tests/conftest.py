@@ -21,6 +21,28 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+# what a training run's metrics hold that differs between two runs of the same games (wall-clock seconds)
+VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
+VOLATILE += ("async/learner_idle_s", "async/actor_idle_s")
+
+
+def run_rows(run: Path) -> list[dict]:
+    """A training run's metrics.jsonl, one dict per step."""
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def stable(row: dict) -> dict:
+    """A metrics row without its wall-clock numbers: what an exact replay of the run reproduces."""
+    return {k: v for k, v in row.items() if k not in VOLATILE}
+
+
+def weights(path: Path) -> dict:
+    """The state dict of the model saved at ``path`` (a checkpoint)."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path).state_dict()
+
+
 def without_write_permission_bypass() -> list[str]:
     """A command prefix under which file permissions bind: root ignores them unless it gives up the
     capabilities that override them."""

@@ -19,7 +19,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from conftest import cli_flags  # noqa: E402
+from conftest import cli_flags, stable, weights  # noqa: E402
+from conftest import run_rows as rows  # noqa: E402
 
 from trainers import checkpoint  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
@@ -43,21 +44,6 @@ SMALL = {
     "eval_tactics": False,
     "plots": False,
 }
-VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
-
-
-def rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
-def stable(row: dict) -> dict:
-    return {k: v for k, v in row.items() if k not in VOLATILE and not k.endswith("idle_s")}
-
-
-def weights(path: Path) -> dict:
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(path).state_dict()
 
 
 # ---- the correction's maths -----------------------------------------------------------------------------

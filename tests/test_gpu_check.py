@@ -34,6 +34,7 @@ def test_gpu_check_dry_run_passes_and_reports_numbers(tmp_path):
     assert losses[-1] < losses[0]
     assert result["generation"]["tokens_per_s"] > 0
     assert result["train"]["steps"] == 2 and max(result["train"]["logprob_gap_mean"]) < 0.05
+    assert result["train_async"]["staleness"] == [0, 1, 1] and len(result["train_async"]["step_s"]) == 2
     assert "skipped" in result["vllm"] and result["peak_memory_gib"] > 0
 
 

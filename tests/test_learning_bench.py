@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import learning  # noqa: E402
+from conftest import run_rows, stable  # noqa: E402
 
 from trainers.config import TrainConfig  # noqa: E402
 
@@ -29,12 +30,10 @@ SMALL = [
     "micro_batch=8", "plots=false",
     "eval_tactics=false",  # the TicTacToe read-out is tested in test_ttt_tactics.py
 ]  # fmt: skip
-VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
 
 
 def stable_rows(run: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+    return [stable(r) for r in run_rows(run)]
 
 
 def test_same_seed_same_numbers_and_finished_runs_are_reused(tmp_path, capsys):

@@ -14,7 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from conftest import cli_flags  # noqa: E402
+from conftest import cli_flags, stable, weights  # noqa: E402
+from conftest import run_rows as rows  # noqa: E402
 
 from spiral_arena.models import Sampling  # noqa: E402
 from spiral_arena.models.checkpoints import SETTINGS_FILE  # noqa: E402
@@ -37,21 +38,6 @@ SMALL = {
     "micro_batch": 8,
     "eval_tactics": False,  # the TicTacToe read-out (seconds an evaluation) is tested in test_ttt_tactics.py
 }
-VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
-
-
-def rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
-def stable(row: dict) -> dict:
-    return {k: v for k, v in row.items() if k not in VOLATILE}
-
-
-def weights(path: Path) -> dict:
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(path).state_dict()
 
 
 @pytest.fixture(scope="module")

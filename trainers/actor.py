@@ -15,6 +15,7 @@ for t+1 .. t+K and the streams after them (``loop.train`` saves them), and a res
 
 from __future__ import annotations
 
+import copy
 import queue
 import threading
 import time
@@ -23,8 +24,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
+from spiral_arena.models.hf import HFEngine
+from spiral_arena.models.policy import Policy
+from trainers.config import TrainConfig
 from trainers.rollout import GameResult
 
 
@@ -78,6 +83,51 @@ class Actor:
         self.held: dict[int, Batch] = {}  # taken from the queue ahead of their step (a checkpoint's pending)
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
+
+    @classmethod
+    def for_run(
+        cls,
+        config: TrainConfig,
+        model,
+        engine,
+        tokenizer,
+        stops: list[int],
+        play: Callable[[Policy], dict[int, list[GameResult]]],
+        shard_rngs: dict[int, np.random.Generator],
+        pool,
+        start: int,
+        pending: list[dict],
+    ) -> Actor:
+        """The actor of a run at step ``start``: a copy of ``model``'s weights, an engine over it (vLLM's engine
+        holds weights of its own: the actor loads its versions into it), a tokenizer of its own (a fast
+        tokenizer is not to be used from two threads at once), the shards' streams and the opponent pool
+        (``pool``, or None), and the batches a resumed run's checkpoint kept (``pending``)."""
+        own = copy.deepcopy(model).eval().requires_grad_(False)
+        own_engine = HFEngine(own, stops, tokenizer.pad_token_id) if config.backend == "hf" else engine
+        policy = Policy(own_engine, copy.deepcopy(tokenizer), config.prompt_template, stops, thinking=config.thinking)
+
+        def states() -> dict[str, Any]:  # and how many snapshots the batch could draw from (the pool moves on)
+            shards = {s: rng.bit_generator.state for s, rng in shard_rngs.items()}
+            return {"shards": shards, **({"pool_rng": pool.rng.bit_generator.state, "snapshots": len(pool.snapshots)}
+                                         if pool is not None else {})}  # fmt: skip
+
+        def on_load(weights_of, version: int) -> None:  # a snapshot every pool_every versions, as it loads them
+            if version % config.pool_every == 0:
+                pool.add(weights_of, version)
+
+        actor = cls(
+            lambda: play(policy),
+            states,
+            own_engine,
+            own,
+            config.async_steps,
+            base=start,
+            steps=config.steps,
+            on_load=on_load if pool is not None else None,
+        )
+        for saved in pending:
+            actor.held[saved["step"]] = Batch.restored(saved)
+        return actor
 
     def version(self, step: int) -> int:
         """The update whose weights play step ``step``'s games."""

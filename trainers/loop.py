@@ -28,12 +28,11 @@ import numpy as np
 import torch
 
 from spiral_arena.agents import make_agent
-from spiral_arena.models.hf import HFEngine
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.play import reading
 from trainers import checkpoint, rundir
-from trainers.actor import Actor, Batch, shared_engine
+from trainers.actor import Actor, shared_engine
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed, gather_states, optimizer_loader, select_device, shard
 from trainers.evaluate import NOTES, eval_line, evaluate, final_summary, reasoning
@@ -248,29 +247,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
 
     actor = None  # async_steps: the thread that plays the next steps' games while this one learns
     if config.async_steps:
-        actor_model = copy.deepcopy(model).eval().requires_grad_(False)
-        # vLLM's engine holds weights of its own: the actor loads its versions into it (and evaluation, its own)
-        actor_engine = HFEngine(actor_model, stops, tokenizer.pad_token_id) if config.backend == "hf" else engine
-        # a tokenizer of its own too: a fast tokenizer is not to be used from two threads at once
-        actor_policy = Policy(
-            actor_engine, copy.deepcopy(tokenizer), config.prompt_template, stops, thinking=config.thinking
-        )
-        actor = Actor(
-            lambda: play(actor_policy),
-            lambda: {
-                "shards": {s: rng.bit_generator.state for s, rng in shard_rngs.items()},
-                # and how many snapshots the batch could draw from (the learner's count moves on meanwhile)
-                **({"pool_rng": pool.rng.bit_generator.state, "snapshots": len(pool.snapshots)} if pool else {}),
-            },
-            actor_engine,
-            actor_model,
-            config.async_steps,
-            base=start,
-            steps=config.steps,
-            on_load=(lambda m, v: pool.add(m, v) if v % config.pool_every == 0 else None) if pool is not None else None,
-        )
-        for saved in state["extra"].get("pending", []) if previous is not None else []:
-            actor.held[saved["step"]] = Batch.restored(saved)
+        pending = state["extra"].get("pending", []) if previous is not None else []
+        actor = Actor.for_run(config, model, engine, tokenizer, stops, play, shard_rngs, pool, start, pending)
         last_states = actor.states()  # the streams after the last batch taken (none yet)
         actor.start(start + 1 + len(actor.held), {k: t.to("cpu", copy=True) for k, t in model.state_dict().items()})
 
