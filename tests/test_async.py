@@ -193,6 +193,21 @@ def test_staleness_bound_with_the_pool_and_fixed_opponents(tmp_path, extra):
         assert transcripts
 
 
+def test_a_group_algorithm_plays_ahead_too(tmp_path):
+    """StarPO on the closed-world Twenty Questions recipe: the actor plays the next step's groups (each group's
+    games share a secret) while the learner normalises this step's."""
+    out = tmp_path / "starpo"
+    settings = {
+        "algo": "starpo", "async_steps": 1, "steps": 3, "sft_steps": 2, "sft_batch": 8, "group_size": 4,
+        "groups_per_step": 2, "max_new_tokens": 8, "eval_every": 10, "eval_at_start": False, "eval_games": 2,
+        "eval_samples_per_secret": 1, "games_in_flight": 8, "time_limit_s": 0, "plots": False, "output_dir": str(out),
+    }  # fmt: skip
+    train(TrainConfig.build(settings), progress=False)
+    metrics = [r for r in rows(out) if r["step"] > 0]  # (step 0: the warm start's loss)
+    assert [r["async/staleness"] for r in metrics] == [0, 1, 1]
+    assert all(r["samples"] >= 8 and "tis/ratio_mean" in r for r in metrics)
+
+
 def test_ctrl_c_stops_actor_and_learner_without_a_traceback(tmp_path):
     out = tmp_path / "run"
     flags = cli_flags({**SMALL, "steps": 200, "save_every": 1, "eval_every": 100, "async_steps": 1})
