@@ -29,6 +29,7 @@ import torch
 
 from spiral_arena.models.hf import HFEngine
 from spiral_arena.models.policy import Policy
+from spiral_arena.models.weights import cpu_copy
 from trainers.config import TrainConfig
 from trainers.rollout import GameResult
 
@@ -81,6 +82,7 @@ class Actor:
         self.engine_lock = threading.Lock()  # the engine plays one thing at a time (vLLM's is shared)
         self.batches: queue.Queue[Batch | BaseException] = queue.Queue()
         self.held: dict[int, Batch] = {}  # taken from the queue ahead of their step (a checkpoint's pending)
+        self.taken_states: dict[str, Any] = {}
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -135,15 +137,18 @@ class Actor:
 
     # -- the learner's side ----------------------------------------------------------------------
 
-    def start(self, first: int, weights: dict[str, torch.Tensor]) -> None:
-        """Play from step ``first`` on (the steps before it are already played: a resumed run's pending
-        batches), starting from ``weights``, the version ``base``."""
-        self.publish(self.base, weights)
+    def start(self, model) -> None:
+        """Play from the first step not played yet (a resumed run's pending batches are), starting from
+        ``model``'s weights, the version ``base``."""
+        self.taken_states = self.states()  # the streams after the last batch taken: none yet
+        self.publish(self.base, model)
+        first = self.base + 1 + len(self.held)
         self.thread = threading.Thread(target=self._run, args=(first,), name="spiral-arena-actor", daemon=True)
         self.thread.start()
 
-    def publish(self, version: int, weights: dict[str, torch.Tensor]) -> None:
-        """The weights after update ``version``, for the steps that sample from them."""
+    def publish(self, version: int, model) -> None:
+        """``model``'s weights after update ``version`` (a CPU copy), for the steps that sample from them."""
+        weights = cpu_copy(model)
         with self.published:
             self.weights[version] = weights
             self.published.notify_all()
@@ -151,19 +156,25 @@ class Actor:
     def take(self, step: int) -> tuple[Batch, float]:
         """Step ``step``'s games, and the seconds the learner waited for them."""
         t0 = time.monotonic()
+        self._hold(step)
+        batch = self.held.pop(step)
+        self.taken_states = batch.states
+        return batch, time.monotonic() - t0
+
+    def pending(self, step: int) -> tuple[list[Batch], dict[str, Any]]:
+        """The batches already due after update ``step`` (steps step+1 .. step+K, fewer near the end), waited
+        for, and the actor's streams as they were after the last of them (after the last batch taken when
+        none is due): what a checkpoint at ``step`` keeps."""
+        for later in range(step + 1, min(step + self.k, self.steps) + 1):
+            self._hold(later)
+        due = [self.held[s] for s in sorted(self.held) if s > step]
+        return due, due[-1].states if due else self.taken_states
+
+    def _hold(self, step: int) -> None:
+        """Wait until step ``step``'s batch is in ``held``, holding any that come before it."""
         while step not in self.held:
             batch = self._next()
             self.held[batch.step] = batch
-        return self.held.pop(step), time.monotonic() - t0
-
-    def pending(self, step: int) -> list[Batch]:
-        """The batches already due after update ``step`` (steps step+1 .. step+K, fewer near the end), waited
-        for: a checkpoint at ``step`` keeps them, and the actor's streams as they were after the last."""
-        for later in range(step + 1, min(step + self.k, self.steps) + 1):
-            while later not in self.held:
-                batch = self._next()
-                self.held[batch.step] = batch
-        return [self.held[s] for s in sorted(self.held) if s > step]
 
     @contextmanager
     def exclusive(self):

@@ -249,8 +249,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     if config.async_steps:
         pending = state["extra"].get("pending", []) if previous is not None else []
         actor = Actor.for_run(config, model, engine, tokenizer, stops, play, shard_rngs, pool, start, pending)
-        last_states = actor.states()  # the streams after the last batch taken (none yet)
-        actor.start(start + 1 + len(actor.held), {k: t.to("cpu", copy=True) for k, t in model.state_dict().items()})
+        actor.start(model)
 
     step = start
     try:
@@ -264,7 +263,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                 rollout_s, async_stats = time.monotonic() - t0, {}
             else:
                 batch, waited = actor.take(step)
-                by_shard, rollout_s, last_states = batch.games, batch.rollout_s, batch.states
+                by_shard, rollout_s = batch.games, batch.rollout_s
                 async_stats = {  # staleness: updates between the weights that sampled and those being trained
                     "async/staleness": step - 1 - batch.version,
                     "async/learner_idle_s": waited,
@@ -335,7 +334,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
             if actor is None:
                 engine.load_weights(model)  # the engine samples the next rollouts from the updated weights
             else:  # the actor loads them before the first step they play
-                actor.publish(step, {name: t.to("cpu", copy=True) for name, t in model.state_dict().items()})
+                actor.publish(step, model)
             sync_s = time.monotonic() - t_sync
             if actor is None and pool is not None and step % config.pool_every == 0:  # (async: the actor's on_load)
                 pool.add(model, step)
@@ -358,7 +357,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                 **{f"rae/{k}": v for k, v in rae.baselines.items()},
             }
             if pool is not None:
-                metrics["pool/snapshots"] = len(pool.snapshots) if actor is None else last_states["snapshots"]
+                metrics["pool/snapshots"] = len(pool.snapshots) if actor is None else batch.states["snapshots"]
                 metrics["pool/games_share"] = sum(g.snapshot_step is not None for g in results) / max(1, len(results))
             out_of_time = late(deadline, ddp)
             last = step == config.steps or out_of_time
@@ -379,13 +378,13 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                     bar.write(eval_line(step, scores, trained_labels))
             log.write(metrics)
             if step % config.save_every == 0 or last:
-                states = ddp.gather({s: shard_rngs[s].bit_generator.state for s in shards})
-                streams = {"pool_rng": pool.rng.bit_generator.state} if pool is not None else {}
-                if actor is not None:  # the batches already played for the next steps, and the streams after them
-                    pending = actor.pending(step)
-                    last_states = pending[-1].states if pending else last_states
-                    states = [last_states["shards"]]
-                    streams = {"pool_rng": last_states["pool_rng"]} if pool is not None else {}
+                if actor is None:
+                    states = ddp.gather({s: shard_rngs[s].bit_generator.state for s in shards})
+                    streams = {"pool_rng": pool.rng.bit_generator.state} if pool is not None else {}
+                else:  # the batches already played for the next steps, and the actor's streams after them
+                    pending, after = actor.pending(step)
+                    states = [after["shards"]]
+                    streams = {"pool_rng": after["pool_rng"]} if pool is not None else {}
                     streams["pending"] = [b.saved() for b in pending]
                 model_state, optimizer_state = gather_states(model, optimizer)
                 if ddp.main:

@@ -18,7 +18,7 @@ import torch
 
 from spiral_arena.models import Sampling
 from spiral_arena.models.hf import HFEngine
-from spiral_arena.models.weights import full_tensors
+from spiral_arena.models.weights import cpu_copy
 
 
 class Snapshot:
@@ -44,8 +44,7 @@ class OpponentPool:
 
     def add(self, model, step: int) -> None:
         """Freeze ``model``'s current weights (full tensors, on CPU); the oldest leaves past K."""
-        weights = {name: t.to("cpu", copy=True) for name, t in full_tensors(model)}
-        self.snapshots.append(Snapshot(self, step, weights))
+        self.snapshots.append(Snapshot(self, step, cpu_copy(model)))
 
     def draw(self, rng: np.random.Generator) -> Snapshot | None:
         """A snapshot for a new game's other seat with probability ``prob``, else None (self-play)."""

@@ -19,6 +19,12 @@ def full_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
         yield name, (t.full_tensor() if isinstance(t, DTensor) else t).detach()
 
 
+def cpu_copy(model) -> dict[str, torch.Tensor]:
+    """The model's whole weights copied to CPU: a frozen version that later updates do not touch (an opponent
+    pool's snapshot, the weights an async run's actor loads)."""
+    return {name: t.to("cpu", copy=True) for name, t in full_tensors(model)}
+
+
 def served_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
     """(checkpoint name, tensor) of what the model computes: its own weights, or for a peft LoRA model
     each adapted weight as W + delta (computed, not merged in place, so the learner is untouched and
