@@ -85,25 +85,30 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
         with torch.set_grad_enabled(grad), autocast(config, device):
             return response_logprobs(net, ids, attention, positions, mask, config.temperature, entropy=entropy)
 
+    totals: dict[str, float] = defaultdict(float)
+    gap = [0.0, 0.0, 0.0]  # summed |gap|, tokens compared, max
     # the learner's log-probs before any step: PPO's ratio reads them, and so do the on-policy check when later
     # mini-batches are taken after a step and the off-policy correction (REINFORCE on one mini-batch, on-policy,
     # reads its first pass instead)
-    totals: dict[str, float] = defaultdict(float)
-    gap = [0.0, 0.0, 0.0]  # summed |gap|, tokens compared, max
     correct = config.tis != "none"
     keep_old = config.loss == "ppo" or len(parts) > 1 or correct
     old = [[forward(model, b, False)[:2] for b in batches] if keep_old else None for batches in parts]
-    tis = None  # per batch: each token's importance weight (rollouts sampled by other weights, async_steps)
-    if correct:
-        tis = [
-            [tis_weights(b, logp, mask, placeholder, config, totals) for b, (logp, mask) in zip(*part, strict=True)]
-            for part in zip(parts, old, strict=True)
-        ]
     ref = [[forward(reference, b, False)[0] for b in batches] for batches in parts] if reference is not None else None
+    # per batch: each token's importance weight (rollouts sampled by other weights: async_steps)
+    tis: list[list[torch.Tensor]] | None = [] if correct else None
     if keep_old:
         for batches, before in zip(parts, old, strict=True):
+            part = []
             for batch, (logp, mask) in zip(batches, before, strict=True):
-                add_gap(gap, batch, logp, mask, placeholder, device)
+                if batch[0] is placeholder:
+                    part.append(torch.ones_like(mask))
+                    continue
+                sampled = member_logprobs(batch, mask)
+                add_gap(gap, logp, sampled)
+                if correct:
+                    part.append(tis_weights(len(batch), logp, sampled, config, totals))
+            if tis is not None:
+                tis.append(part)
     model.train()
     for epoch in range(config.epochs):
         for k, batches in enumerate(parts):
@@ -115,7 +120,7 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
                     (logp.sum() * 0.0).backward()
                     continue
                 if epoch == 0 and not keep_old:  # one mini-batch, no step taken yet: these are the sampler's
-                    add_gap(gap, batch, logp.detach(), mask, placeholder, device)
+                    add_gap(gap, logp.detach(), member_logprobs(batch, mask))
                 coefficients = torch.tensor([r.coefficient for r in batch], device=device, dtype=logp.dtype)
                 weights = torch.tensor([float(len(r.turns)) for r in batch], device=device)
                 loss, info = policy_loss(
@@ -229,19 +234,23 @@ def merge_duplicates(turns: list[Turn], coefficients: list[float]) -> list[Row]:
     return rows
 
 
-def tis_weights(batch: list[Row], logp: torch.Tensor, mask: torch.Tensor, placeholder, config, totals) -> torch.Tensor:
-    """Each token's importance weight (``losses.importance_weights``) for one micro-batch of rows, from the
-    learner's log-probs ``logp`` and the engine's of the row's turns (their mean: a merged row's members were
-    sampled by the same weights, so they differ by float rounding only); adds the ratio's statistics to
-    ``totals``."""
-    if batch[0] is placeholder:
-        return torch.ones_like(mask)
+def member_logprobs(batch: list[Row], mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For every member turn of ``batch``'s rows: its row, the engine's log-probs laid out like its row of
+    ``mask``, and where they are known (``generation_logprobs``)."""
     members = [t for r in batch for t in r.turns]
     rows = torch.tensor([row for row, r in enumerate(batch) for _ in r.turns], device=mask.device)
-    engine_logp, known = generation_logprobs(members, mask[rows])
-    count = torch.zeros(len(batch), device=mask.device).index_add_(0, rows, torch.ones_like(rows, dtype=torch.float))
-    behaviour = torch.zeros_like(mask).index_add_(0, rows, engine_logp) / count[:, None]
-    row_known = torch.zeros_like(mask).index_add_(0, rows, known) == count[:, None]  # every member's is known
+    return (rows, *generation_logprobs(members, mask[rows]))
+
+
+def tis_weights(n_rows: int, logp: torch.Tensor, sampled: tuple, config: TrainConfig, totals) -> torch.Tensor:
+    """Each token's importance weight (``losses.importance_weights``) for one micro-batch of ``n_rows`` rows,
+    from the learner's log-probs ``logp`` and the engine's of the rows' member turns (``member_logprobs``; a
+    row takes their mean: a merged row's members were sampled by the same weights, so they differ by float
+    rounding only); adds the ratio's statistics to ``totals``."""
+    rows, engine_logp, known = sampled
+    count = torch.zeros(n_rows, device=logp.device).index_add_(0, rows, torch.ones_like(rows, dtype=torch.float))
+    behaviour = torch.zeros_like(logp, dtype=torch.float).index_add_(0, rows, engine_logp) / count[:, None]
+    row_known = torch.zeros_like(behaviour).index_add_(0, rows, known) == count[:, None]  # every member's is known
     weights, rho, capped = importance_weights(logp.float(), behaviour, row_known.float(), config.tis, config.tis_cap)
     counted = row_known.float() * count[:, None]  # statistics per turn, as the gap's
     totals["tis_sum"] += float((rho * counted).sum())
@@ -251,13 +260,10 @@ def tis_weights(batch: list[Row], logp: torch.Tensor, mask: torch.Tensor, placeh
     return weights.to(logp.dtype)
 
 
-def add_gap(gap: list[float], batch: list[Row], logp: torch.Tensor, mask: torch.Tensor, placeholder, device) -> None:
-    """Adds each member turn's |learner - engine| log-prob gap to ``gap`` (sum, tokens, max)."""
-    if batch[0] is placeholder:
-        return
-    members = [t for r in batch for t in r.turns]
-    rows = torch.tensor([row for row, r in enumerate(batch) for _ in r.turns], device=device)
-    engine_logp, known = generation_logprobs(members, mask[rows])
+def add_gap(gap: list[float], logp: torch.Tensor, sampled: tuple) -> None:
+    """Adds each member turn's |learner - engine| log-prob gap to ``gap`` (sum, tokens, max); ``sampled``:
+    ``member_logprobs`` of the rows ``logp`` holds."""
+    rows, engine_logp, known = sampled
     diff = (logp[rows] - engine_logp).abs() * known
     gap[0] += float(diff.sum())
     gap[1] += float(known.sum())
