@@ -21,6 +21,23 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+# a training run of the tiny model in seconds: 4 steps of 24 turns, evaluated at steps 0, 2 and 4 on one-round Kuhn
+TINY_RUN = {
+    "steps": 4,
+    "sft_steps": 4,
+    "sft_batch": 16,
+    "samples_per_step": 24,
+    "games_in_flight": 8,
+    "eval_every": 2,
+    "eval_games": 2,
+    "eval_env_ids": "KuhnPoker-v0:rounds=1",
+    "eval_opponents": "random,expert",
+    "time_limit_s": 0,
+    "save_every": 2,
+    "micro_batch": 8,
+    "eval_tactics": False,  # the TicTacToe read-out (seconds an evaluation) is tested in test_ttt_tactics.py
+}
+
 # what a training run's metrics hold that differs between two runs of the same games (wall-clock seconds)
 VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
 VOLATILE += ("async/learner_idle_s", "async/actor_idle_s")

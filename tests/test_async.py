@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from conftest import cli_flags, stable, weights  # noqa: E402
+from conftest import TINY_RUN, cli_flags, stable, weights  # noqa: E402
 from conftest import run_rows as rows  # noqa: E402
 
 from trainers import checkpoint  # noqa: E402
@@ -28,22 +28,7 @@ from trainers.loop import train  # noqa: E402
 from trainers.losses import importance_weights, policy_loss  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = {
-    "steps": 4,
-    "sft_steps": 4,
-    "sft_batch": 16,
-    "samples_per_step": 24,
-    "games_in_flight": 8,
-    "eval_every": 2,
-    "eval_games": 2,
-    "eval_env_ids": "KuhnPoker-v0:rounds=1",
-    "eval_opponents": "random",
-    "time_limit_s": 0,
-    "save_every": 2,
-    "micro_batch": 8,
-    "eval_tactics": False,
-    "plots": False,
-}
+SMALL = {**TINY_RUN, "eval_opponents": "random", "plots": False}
 
 
 # ---- the correction's maths -----------------------------------------------------------------------------

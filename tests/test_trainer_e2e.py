@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from conftest import TINY_RUN as SMALL  # noqa: E402
 from conftest import cli_flags, stable, weights  # noqa: E402
 from conftest import run_rows as rows  # noqa: E402
 
@@ -23,21 +24,6 @@ from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = {
-    "steps": 4,
-    "sft_steps": 4,
-    "sft_batch": 16,
-    "samples_per_step": 24,
-    "games_in_flight": 8,
-    "eval_every": 2,
-    "eval_games": 2,
-    "eval_env_ids": "KuhnPoker-v0:rounds=1",
-    "eval_opponents": "random,expert",
-    "time_limit_s": 0,
-    "save_every": 2,
-    "micro_batch": 8,
-    "eval_tactics": False,  # the TicTacToe read-out (seconds an evaluation) is tested in test_ttt_tactics.py
-}
 
 
 @pytest.fixture(scope="module")
