@@ -234,11 +234,11 @@ def test_per_game_kl_weights_replace_kl_coef_game_by_game():
 
 
 def test_the_tiny_recipes_weights_give_way_to_the_users_games():
-    assert TrainConfig.build({}).game_weights == "4,1,2"  # the recipe's own three games keep them
+    assert TrainConfig.build({}).game_weights == "4,2,2"  # the recipe's own three games keep them
     config = TrainConfig.build({"games": "KuhnPoker-v0"})
     assert (config.games, config.game_weights) == ("KuhnPoker-v0", "")
     assert TrainConfig.build({"games": "PigDice-v0,TicTacToe-v0"}).game_weights == ""  # two games: equal
-    assert TrainConfig.build({"games": "PigDice-v0,TicTacToe-v0,Snake-v0"}).game_weights == "4,1,2"  # three: kept
+    assert TrainConfig.build({"games": "PigDice-v0,TicTacToe-v0,Snake-v0"}).game_weights == "4,2,2"  # three: kept
     # the recipe's per-game KL weights likewise, and your kl_coef replaces them for every game
     assert TrainConfig.build({"games": "KuhnPoker-v0"}).kl_by_game == {"KuhnPoker-v0": TrainConfig.build({}).kl_coef}
     assert set(TrainConfig.build({"kl_coef": 0}).kl_by_game.values()) == {0.0}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# The tiny CPU recipe: short "last message" prompts, one-line answers, ~1,350 turns per step with
-# Kuhn four times as often as TicTacToe, a cosine-decayed learning rate and a KL anchor to the warm start
+# The tiny CPU recipe: short "last message" prompts, one-line answers, ~1,400 turns per step with
+# Kuhn twice as often as TicTacToe, a cosine-decayed learning rate and a KL anchor to the warm start
 # so the ~170k-parameter model does not collapse; a warm start on position-dependent random play, so it
 # does not start card-blind. TicTacToe is written in the ``lines`` layout (each empty cell with every line
 # through it, seen from the player to act): the 2-layer model does not learn to read lines off the grid.
@@ -22,21 +22,24 @@ from typing import Any
 # steps 0, 100 and 200, a checkpoint at each (the evaluations draw on none of training's random streams, so
 # their schedule does not change the run); micro-batches of 128 rows (a fifth faster than 512 on 2 cores); a
 # 400-step warm start (its loss is flat from step ~250 on). These three kept the main job under 10 minutes.
-# SPIRAL's third game, SimpleNegotiation, trains beside them (two games in seven, Kuhn four: a negotiation is ten
-# turns and a Kuhn hand two or three, so the turns split about 26/22/52; with one game in six, one seed of four never
-# learned which offers to accept), with its action line written short (``brief=true``: the long grammar was most of
-# the latest message). Two things let the tiny model learn to trade: a warm start that picks a kind of move before a
-# move (``kinds=true``: random play accepts a pending offer a quarter of the time, not once in 21 moves, so accepted
-# deals and their results are met), and a KL anchor of 0.3 on its turns: at 0.1 (or 0) both seats stopped trading
-# within 60-90 steps (nobody accepts, so nobody offers a deal worth taking, so nobody learns which deals to take) and
-# the policy no longer beat random; anchored, deals keep being offered and taken. docs/results/learning.md has what
-# was measured.
+# SPIRAL's third game, SimpleNegotiation, trains beside them (weights 4:2:2: a negotiation is ten turns, a TicTacToe
+# game five to nine and a Kuhn hand two or three, so the turns split about 21/34/45; with one negotiation in six games,
+# one seed of four never learned which offers to accept). TicTacToe has two games in eight, not one in seven: with one,
+# the policy drifted late in the run toward one favourite reply as second player and kept naming it when the opponent
+# had just taken that cell (57% of the time after an opening in the centre on one seed), so 0.9-3.8% of its games ended
+# with an invalid answer; with two, 0.1-0.2% on four seeds. The negotiation's action line is written short
+# (``brief=true``: the long grammar was most of the latest message). Two things let the tiny model learn to trade: a
+# warm start that picks a kind of move before a move (``kinds=true``: random play accepts a pending offer a quarter of
+# the time, not once in 21 moves, so accepted deals and their results are met), and a KL anchor of 0.3 on its turns: at
+# 0.1 (or 0) both seats stopped trading within 60-90 steps (nobody accepts, so nobody offers a deal worth taking, so
+# nobody learns which deals to take) and the policy no longer beat random; anchored, deals keep being offered and taken.
+# docs/results/learning.md has what was measured.
 TINY_GAMES = "KuhnPoker-v0:rounds=1;reward=chips,TicTacToe-v0:board=lines,SimpleNegotiation-v0:brief=true"
 RECIPES: dict[str, dict[str, Any]] = {
     "spiral": {},  # the field defaults, and ALGO_RECIPES["rae/spiral"]
     "tiny": {
         "games": TINY_GAMES,
-        "game_weights": "4,1,2",
+        "game_weights": "4,2,2",
         "prompt_template": "bare",
         "obs_format": "last",
         "samples_per_step": 768,
