@@ -251,7 +251,7 @@ def promise_for(command: str) -> Callable[[str, subprocess.CompletedProcess[str]
 
 def covered_by_ci(command: str, cwd: Path) -> None:
     ci = (REPO / "scripts" / "test.sh").read_text()
-    for part in command.split(" && ")[:-1]:  # the install; the last part is the default run (10-13 minutes)
+    for part in command.split(" && ")[:-1]:  # the install; the last part is the default run (about 8 minutes)
         assert part in ci, f"scripts/test.sh no longer runs the README's {part!r}"
     assert "bash scripts/smoke.sh .venv" in ci
     pytest.skip(special_case(command).reason)
@@ -319,7 +319,7 @@ class Case:
 SPECIAL: dict[str, Case] = {
     "python3 -m venv .venv": Case(
         "install: CI's scripts/test.sh runs these same commands and scripts/smoke.sh uses that venv; "
-        "the 10-to-13-minute default train is not run in the suite",
+        "the 8-minute default train is not run in the suite",
         covered_by_ci,
     ),
     "bash scripts/test.sh": Case(
