@@ -37,17 +37,21 @@ def metrics(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def timing(run: Path) -> dict[str, float]:
-    """Steps per minute over the RL steps after the first that ran no evaluation (each step's own seconds: the
-    difference of consecutive ``time_s``), the whole run's wall time, and the per-step means of where the time
-    went."""
+def plain_steps(run: Path) -> list[tuple[dict, float]]:
+    """Each RL step after the first that ran no evaluation, with its own seconds: its ``time_s`` less the
+    previous step's (the first step's would hold the warm start's evaluation)."""
     rows = [r for r in metrics(run) if r["step"] > 0]
-    # a step's seconds: its time_s less the previous step's (the first step's would hold the warm start's evaluation)
-    plain = [
+    return [
         (r, r["time_s"] - before["time_s"])
         for before, r in zip(rows, rows[1:], strict=False)
         if not any(k.startswith("eval/") for k in r)
     ]
+
+
+def timing(run: Path) -> dict[str, float]:
+    """Steps per minute over the RL steps after the first that ran no evaluation (``plain_steps``), the whole
+    run's wall time, and the per-step means of where the time went."""
+    plain = plain_steps(run)
     seconds = [s for _, s in plain]
     out = {
         "steps_per_min": 60 * len(seconds) / sum(seconds),

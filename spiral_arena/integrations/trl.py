@@ -14,7 +14,9 @@ seats' (in the order their games end), from self-play games in which the trainer
 seats (each turn's prompt is that seat's observation, SPIRAL's shape). The extra fields ``game``,
 ``seat``, ``seed``, ``returns`` (the env's) and ``game_reward`` reach the reward functions;
 ``game_reward`` (the reward function ``selfplay_reward`` returns it) is the turn's seat's return, shaped
-as above.
+as above. Each turn's prompt is the trainer's chat template around the raw observation, unless
+``prompt_ids`` says otherwise: a ``Policy``'s ``prompt_ids_batch`` prompts as our trainer does (its prompt
+template; the observation format is the game id's ``obs_format`` option, e.g. ``KuhnPoker-v0:obs_format=last``).
 
 RAE on TRL's side: not possible without replacing TRL internals. TRL subtracts each group's mean reward
 (``advantage = reward - group mean``, inside ``GRPOTrainer._generate_and_score_completions``, with no hook
@@ -37,6 +39,7 @@ from spiral_arena.registry import REGISTRY, make
 __all__ = [
     "ENVIRONMENTS",
     "GameEnvironment",
+    "chat_prompt_ids",
     "environment_class",
     "game_summary",
     "is_over",
@@ -115,23 +118,51 @@ def selfplay_rollout_func(
     invalid_opponent_reward: float = RECIPE_INVALID_OPPONENT_REWARD,
     first_seed: int = 0,
     max_games: int = 1000,
+    prompt_ids: Callable[[list[str]], list[list[int]]] | None = None,
+    in_flight: int = 4,
 ) -> Callable[[list[Any], Any], dict[str, list]]:
     """A ``rollout_func`` playing self-play games with the trainer's model (see the module docstring).
-    Seeds count up from ``first_seed`` across calls; ``max_games`` bounds the games of one call."""
+    Seeds count up from ``first_seed`` across calls; ``max_games`` bounds the games of one call.
+    ``prompt_ids``: observations -> their prompt token ids (default: the trainer's chat template around each
+    observation as a user message). ``in_flight``: games of each game played at once (our trainer's recipe
+    keeps 256 in flight). The function's ``played`` counts the games and turns played over all calls (turns
+    past what the groups take are dropped)."""
     seeds = itertools.count(first_seed)
+    lengths: dict[str, float] = {}  # each game's running estimate of turns per game, across calls
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
         size = trainer.num_generations
         wanted = [str(prompts[g * size]).strip() for g in range(len(prompts) // size)]  # each group's game
         need = {game: size * wanted.count(game) for game in set(wanted)}
-        pools = _play_selfplay(trainer, need, seeds, max_games, invalid_penalty, invalid_opponent_reward)
+        render = prompt_ids or chat_prompt_ids(trainer.processing_class)
+        pools = _play_selfplay(
+            trainer, need, seeds, max_games, invalid_penalty, invalid_opponent_reward, render, in_flight, lengths
+        )
+        rollout_func.played["games"] += sum(len({t["seed"] for t in pool}) for pool in pools.values())
+        rollout_func.played["turns"] += sum(len(pool) for pool in pools.values())
         samples = [pools[game].pop(0) for game in wanted for _ in range(size)]
         out = {key: [sample[key] for sample in samples] for key in samples[0]}
         if all(lp is None for lp in out["logprobs"]):
             out["logprobs"] = None  # transformers generation: TRL computes the old log-probs itself
         return out
 
+    rollout_func.played = {"games": 0, "turns": 0}
     return rollout_func
+
+
+def chat_prompt_ids(tokenizer: Any) -> Callable[[list[str]], list[list[int]]]:
+    """The default prompts of ``selfplay_rollout_func``: ``tokenizer``'s chat template around each raw
+    observation, as one user message, with the generation prompt."""
+
+    def render(observations: list[str]) -> list[list[int]]:
+        out = []
+        for observation in observations:
+            chat = [{"role": "user", "content": observation}]
+            ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+            out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+        return out
+
+    return render
 
 
 def _play_selfplay(
@@ -141,46 +172,62 @@ def _play_selfplay(
     max_games: int,
     invalid_penalty: float | None,
     invalid_opponent_reward: float,
+    prompt_ids: Callable[[list[str]], list[list[int]]],
     in_flight: int = 4,
+    lengths: dict[str, float] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Finished turns of each game, both seats', in the order their games end, at least ``need`` of each.
-    Up to ``in_flight`` games of each game still short of turns are played at once, every waiting seat
-    answered by one batched generation of the trainer's model (``GRPOTrainer._generate_single_turn``:
-    transformers or vLLM, as the trainer is set)."""
+    Up to ``in_flight`` games of each game are played at once, every waiting seat answered by one batched
+    generation of the trainer's model (``GRPOTrainer._generate_single_turn``: transformers or vLLM, as the
+    trainer is set). A game starts only while its finished turns plus those its running games are expected to
+    give fall short of ``need``: each running game at least one more turn, and a whole game's length as
+    ``lengths`` (its running estimate per game, kept by the caller across calls) says. Until a game of it has
+    ended, a game is taken to give one turn, so the first wave starts as many games as turns are needed (up to
+    ``in_flight``); later waves start about as many as will fill ``need``, and more when the running ones end
+    short of it, so few turns past ``need`` (dropped) are played."""
     tokenizer = trainer.processing_class
+    lengths = {} if lengths is None else lengths
     pools: dict[str, list[dict[str, Any]]] = {game: [] for game in need}
     live: list[tuple[str, Any, int, list[dict[str, Any]]]] = []  # (game, env, seed, its turns so far)
     started = 0
     while True:
-        short = sorted(game for game, n in need.items() if len(pools[game]) < n)
-        for game in short:
-            for _ in range(in_flight - sum(entry[0] == game for entry in live)):
+        for game in sorted(need):
+            length = lengths.get(game, 1.0)
+            mine = [turns for entry_game, _, _, turns in live if entry_game == game]
+            expected = len(pools[game]) + sum(max(len(turns) + 1, length) for turns in mine)
+            running = len(mine)
+            while running < in_flight and expected < need[game]:
                 if started == max_games:
+                    short = sorted(g for g, n in need.items() if len(pools[g]) < n)
                     raise RuntimeError(f"{max_games} self-play games did not give enough turns of {', '.join(short)}")
                 env, seed = make(game), next(seeds)
                 env.reset(seed=seed)
                 live.append((game, env, seed, []))
                 started += 1
+                running += 1
+                expected += length
         if not live:
             return pools
-        prompt_ids = []
-        for _, env, _, _ in live:
-            chat = [{"role": "user", "content": env.observe(env.agent_selection)}]
-            ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
-            prompt_ids.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
-        completion_ids, logprobs = trainer._generate_single_turn(prompt_ids, None, {}, 1)
+        prompts = prompt_ids([env.observe(env.agent_selection) for _, env, _, _ in live])
+        completion_ids, logprobs = trainer._generate_single_turn(prompts, None, {}, 1)
         texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         still = []
         for i, (game, env, seed, turns) in enumerate(live):
             seat = env.possible_agents.index(env.agent_selection)
             lp = None if logprobs is None else logprobs[i]
             turns.append(
-                {"prompt_ids": prompt_ids[i], "completion_ids": list(completion_ids[i]), "logprobs": lp, "seat": seat}
+                {
+                    "prompt_ids": list(prompts[i]),
+                    "completion_ids": list(completion_ids[i]),
+                    "logprobs": lp,
+                    "seat": seat,
+                }
             )
             env.step(texts[i])
             if not all(env.terminations.values()):
                 still.append((game, env, seed, turns))
                 continue
+            lengths[game] = 0.8 * lengths.get(game, 1.0) + 0.2 * len(turns)
             rewards = shaped_rewards(game_summary(env), invalid_penalty, invalid_opponent_reward)
             for turn in turns:
                 pools[game].append(
