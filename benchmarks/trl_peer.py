@@ -20,19 +20,21 @@ A run whose directory holds its final evaluation is read, not repeated.
 
 The recipe in ``GRPOConfig`` (``grpo_settings``; each TRL run writes what it used to ``RUN/grpo.json``):
 
-- rollouts: each step's turns are ``samples_per_step`` rounded to whole groups of ``--group-size`` (16: 48 groups,
-  768 turns), each group the turns of one game. The recipe weighs the games it starts, TRL the game of a group: the
-  groups per game follow each game's share of turns, its recipe weight times its mean turns per game in (a)'s logged
-  steps (``transcripts.jsonl``). ``games_in_flight`` games of each game are played at once, all waiting seats in one
-  generation call; turns past a group's need are dropped (``played / trained``: the first step, before the rollout
-  knows how long each game runs, plays several times its need and is left out of the tables, as every mode's is).
+- rollouts: each step trains as many turns as (a)'s steps played on average (our trainer asks for ``samples_per_step``
+  and finishes every game in flight: ~1,400 turns on the recipe), rounded to whole groups of ``--group-size`` (16),
+  each group the turns of one game, so both trainers learn from the same number of turns. The recipe weighs the games
+  it starts, TRL the game of a group: the groups per game follow each game's share of turns, its recipe weight times
+  its mean turns per game in (a)'s logged steps (``transcripts.jsonl``). ``games_in_flight`` games of each game are
+  played at once, all waiting seats in one generation call; turns past a group's need are dropped (``played /
+  trained``: the first step, before the rollout knows how long each game runs, plays several times its need and is
+  left out of the tables, as every mode's is).
 - advantages: reward minus its group's mean (``scale_rewards="none"``: not divided by the group's spread), the closest
   TRL comes to RAE, which subtracts an EMA per (game, seat) over the games before. A group is 16 turns of one game with
   both seats' turns mixed, so in a zero-sum game its mean is near 0 apart from the invalid-move shaping: closer to no
   baseline than to RAE's per-seat one. The rewards are the recipe's shaping (``invalid_penalty``,
   ``invalid_opponent_reward``); TRL plays no ``max_game_actions`` cut (the tiny games end well within it).
 - loss: ``loss_type="dapo"`` (token sum over the step's tokens: the recipe's ``token_mean``), one pass
-  (``num_iterations`` = epochs = 1) and one optimiser step per generation of ``samples_per_step`` turns in
+  (``num_iterations`` = epochs = 1) and one optimiser step per generation of a step's turns in
   micro-batches of ``micro_batch`` (gradient accumulation), so the ratio is 1 and the clipped objective is the
   recipe's REINFORCE. TRL keeps turns of advantage 0 in the update (their KL term, and their tokens in the count:
   the recipe leaves them out, ``filter_zero_adv``) and does not merge identical turns into one weighted row.
@@ -104,10 +106,10 @@ def group_counts(shares: list[float], groups: int) -> list[int]:
     return counts
 
 
-def grpo_settings(config: Any, shares: list[float], group_size: int) -> dict[str, Any]:
-    """The ``GRPOConfig`` fields that carry ``config`` (a ``TrainConfig``) with ``shares`` of turns per game (see
-    the module docstring for what each one does and does not express)."""
-    groups = max(1, round(config.samples_per_step / group_size))
+def grpo_settings(config: Any, shares: list[float], group_size: int, turns: float) -> dict[str, Any]:
+    """The ``GRPOConfig`` fields that carry ``config`` (a ``TrainConfig``) with ``shares`` of turns per game and
+    about ``turns`` turns a step (see the module docstring for what each one does and does not express)."""
+    groups = max(1, round(turns / group_size))
     samples = groups * group_size
     micro = max(d for d in range(1, min(config.micro_batch, samples) + 1) if samples % d == 0)
     coefs: dict[float, float] = {}  # each KL coefficient with the share of turns it holds for
@@ -172,7 +174,8 @@ def train_trl(run: Path, overrides: dict[str, Any], peer: Path, group_size: int 
     # the recipe weighs the games it starts; TRL a group's game: each game's share of turns, weight x length
     turns = weights * np.array(game_lengths(peer, [s.label for s in specs]))
     shares = [float(t) for t in turns / turns.sum()]
-    settings = grpo_settings(config, shares, group_size)
+    per_step = float(np.mean([r["samples"] for r in metrics(peer) if "samples" in r]))  # (a)'s turns a step
+    settings = grpo_settings(config, shares, group_size, per_step)
     counts = group_counts(
         shares, settings["gradient_accumulation_steps"] * settings["per_device_train_batch_size"] // group_size
     )

@@ -37,8 +37,13 @@ def test_the_three_modes_run_small_and_report(tmp_path, capsys):
     assert all(trl_peer.finished(run) for run in runs.values())
     table = trl_peer.speed_table({mode: [trl_peer.timing(run)] for mode, run in runs.items()})
     assert table.columns[0]._cells == ["sync", "async1", "trl"]
+    # TRL trains as many turns a step as ours played (ours finishes every game in flight: more than asked for)
+    played = [row["samples"] for row in trl_peer.metrics(sync) if "samples" in row]
+    per_step = 4 * round(sum(played) / len(played) / 4)
+    assert per_step > 24
     timing = trl_peer.timing(trl)
-    assert timing["step_s"] > 0 and timing["turns_per_s"] > 0 and timing["wall_min"] > 0 and timing["samples"] == 24
+    assert timing["step_s"] > 0 and timing["turns_per_s"] > 0 and timing["wall_min"] > 0
+    assert timing["samples"] == per_step
     assert timing["played_per_trained"] >= 1.0
     assert trl_peer.summaries(trl)[-1]["step"] == 3  # the project's evaluation of TRL's final model
 
@@ -48,7 +53,7 @@ def test_the_three_modes_run_small_and_report(tmp_path, capsys):
     used = json.loads((trl / "grpo.json").read_text())
     assert used["settings"]["beta"] == 0.3 and used["settings"]["scale_rewards"] == "none"
     assert used["settings"]["lr_scheduler_type"] == "cosine_with_min_lr"
-    assert sum(used["groups"].values()) * 4 == 24 and all(n >= 1 for n in used["groups"].values())
+    assert sum(used["groups"].values()) * 4 == per_step and all(n >= 1 for n in used["groups"].values())
     # its final model reads the games as ours does: the same record as our checkpoints
     recorded = json.loads((trl / "final" / "spiral_arena.json").read_text())
     ours = json.loads(max((sync / "checkpoints").glob("step_*")).joinpath("spiral_arena.json").read_text())
