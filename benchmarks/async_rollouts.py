@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,21 @@ def plain_steps(run: Path) -> list[tuple[dict, float]]:
         for before, r in zip(rows, rows[1:], strict=False)
         if not any(k.startswith("eval/") for k in r)
     ]
+
+
+def finished_runs(
+    out: Path, modes: Iterable[str], seeds: int, timing: Callable[[Path], dict]
+) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """Each mode's finished runs under ``out/MODE/seedN`` (seeds 0..seeds-1): ``timing`` of each, and its final
+    evaluation's summary; a mode none of whose runs finished is left out."""
+    timings: dict[str, list[dict]] = {}
+    finals: dict[str, list[dict]] = {}
+    for mode in modes:
+        runs = [run for seed in range(seeds) if finished(run := out / mode / f"seed{seed}")]
+        if runs:
+            timings[mode] = [timing(run) for run in runs]
+            finals[mode] = [summaries(run)[-1] for run in runs]
+    return timings, finals
 
 
 def timing(run: Path) -> dict[str, float]:
@@ -102,14 +118,7 @@ def main(argv: list[str] | None = None) -> None:
             began = time.monotonic()
             train_fresh(run, {"seed": seed, **overrides, **settings})
             (run / "wall.json").write_text(json.dumps({"seconds": time.monotonic() - began}))
-    timings: dict[str, list[dict]] = {}
-    finals: dict[str, list[dict]] = {}
-    for mode in MODES:
-        runs = [out / mode / f"seed{seed}" for seed in range(args.seeds)]
-        runs = [run for run in runs if finished(run)]
-        if runs:
-            timings[mode] = [timing(run) for run in runs]
-            finals[mode] = [summaries(run)[-1] for run in runs]
+    timings, finals = finished_runs(out, MODES, args.seeds, timing)
     if not timings:
         console.print("no finished runs under", out)
         return

@@ -63,8 +63,8 @@ from typing import Any
 
 import numpy as np
 from async_rollouts import MODES as PROJECT_MODES
-from async_rollouts import metrics, plain_steps
-from learning import final_table, finished, interval, summaries, train_fresh
+from async_rollouts import finished_runs, metrics, plain_steps
+from learning import final_table, finished, interval, train_fresh
 from rich.console import Console
 from rich.table import Table
 
@@ -387,13 +387,7 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 train_fresh(run, {**overrides, **PROJECT_MODES[mode]})
             (run / "wall.json").write_text(json.dumps({"seconds": time.monotonic() - began}))
-    timings: dict[str, list[dict]] = {}
-    finals: dict[str, list[dict]] = {}
-    for mode in MODES:
-        runs = [run for seed in range(args.seeds) if finished(run := out / mode / f"seed{seed}")]
-        if runs:
-            timings[mode] = [timing(run) for run in runs]
-            finals[mode] = [summaries(run)[-1] for run in runs]
+    timings, finals = finished_runs(out, MODES, args.seeds, timing)
     if not timings:
         console.print("no finished runs under", out)
         return

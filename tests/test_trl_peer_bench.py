@@ -20,6 +20,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import trl_peer  # noqa: E402
 from conftest import weights  # noqa: E402
+from learning import summaries  # noqa: E402
 
 # 100 warm-start steps: with fewer, every answer is invalid, each TRL group's rewards are equal and nothing trains
 SMALL = ["steps=3", "sft_steps=100", "sft_batch=16", "samples_per_step=24", "games_in_flight=8", "eval_games=1",
@@ -45,7 +46,7 @@ def test_the_three_modes_run_small_and_report(tmp_path, capsys):
     assert timing["step_s"] > 0 and timing["turns_per_s"] > 0 and timing["wall_min"] > 0
     assert timing["samples"] == per_step
     assert timing["played_per_trained"] >= 1.0
-    assert trl_peer.summaries(trl)[-1]["step"] == 3  # the project's evaluation of TRL's final model
+    assert summaries(trl)[-1]["step"] == 3  # the project's evaluation of TRL's final model
 
     # TRL trained: from our warm start, to other weights, with the recipe's settings where TRL has them
     start, end = weights(sync / "warm_start"), weights(trl / "final")
