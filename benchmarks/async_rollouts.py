@@ -96,19 +96,30 @@ def speed_table(timings: dict[str, list[dict]]) -> Table:
     return table
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="runs/async_rollouts")
+def modes_parser(description: str, out: str) -> argparse.ArgumentParser:
+    """The arguments of a benchmark that trains several modes per seed: ``--out``, ``--seeds``, ``--set``,
+    ``--report`` (``parse_modes_args`` reads them)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", default=out)
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, all runs")
     parser.add_argument("--report", action="store_true", help="only print the tables of runs already finished")
+    return parser
+
+
+def parse_modes_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
+    """``parser``'s arguments, refusing fewer than one seed, and the ``--set`` overrides as config values."""
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     try:
-        settings = read_settings(args.set)
+        return args, read_settings(args.set)
     except ConfigError as error:
         parser.error(str(error))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, settings = parse_modes_args(modes_parser(__doc__.splitlines()[0], "runs/async_rollouts"), argv)
     out, console = Path(args.out), Console()
     for seed in range(args.seeds):  # alternating: sync then async for each seed, so drift hits both alike
         for mode, overrides in MODES.items():

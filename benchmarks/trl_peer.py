@@ -49,7 +49,6 @@ The recipe in ``GRPOConfig`` (``grpo_settings``; each TRL run writes what it use
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -63,13 +62,10 @@ from typing import Any
 
 import numpy as np
 from async_rollouts import MODES as PROJECT_MODES
-from async_rollouts import finished_runs, metrics, plain_steps
+from async_rollouts import finished_runs, metrics, modes_parser, parse_modes_args, plain_steps
 from learning import final_table, finished, interval, train_fresh
 from rich.console import Console
 from rich.table import Table
-
-from trainers.flags import read_settings
-from trainers.validation import ConfigError
 
 MODES = (*PROJECT_MODES, "trl")  # sync, async1, trl: the order they run in for each seed
 PEER = "sync"  # the run whose warm start, turn mix and checkpoint record the TRL run takes
@@ -359,21 +355,11 @@ def speed_table(timings: dict[str, list[dict]]) -> Table:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="runs/trl_peer")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser = modes_parser(__doc__.splitlines()[0], "runs/trl_peer")
     parser.add_argument("--group-size", type=int, default=GROUP_SIZE, help=f"TRL's num_generations ({GROUP_SIZE})")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, all runs")
-    parser.add_argument("--report", action="store_true", help="only print the tables of runs already finished")
-    args = parser.parse_args(argv)
-    if args.seeds < 1:
-        parser.error("--seeds must be at least 1")
+    args, settings = parse_modes_args(parser, argv)
     if args.group_size < 2:
         parser.error("--group-size must be at least 2 (TRL's num_generations)")
-    try:
-        settings = read_settings(args.set)
-    except ConfigError as error:
-        parser.error(str(error))
     out, console = Path(args.out), Console()
     for seed in range(args.seeds):  # alternating: sync, async1, trl for each seed, so drift hits all alike
         for mode in MODES:
