@@ -12,6 +12,16 @@ spread over seeds.
     python benchmarks/async_rollouts.py --seeds 1 --set steps=20     # a quick look (any config key)
     python benchmarks/async_rollouts.py --seeds 3 --report           # tables from finished runs only
 
+``--ceiling`` measures how far any overlap of the two halves could go on this machine, from what each half
+costs: the recipe's first ``steps`` (30 unless ``--set steps=N``) trained synchronously three ways per seed,
+torch's default threads (one a core), one thread, and one thread in each of two identical runs at once (the
+cores shared as an actor and a learner in their own processes would share them). A step overlapped on ``C``
+cores takes at least the larger of the one-thread halves' sum over ``C`` (no schedule does the work in less
+core time than one thread a half needs) and each half's own default-thread time, so the synchronous step over
+that is the most any asynchronous trainer could gain here (weights' hand-over and Python's lock left out):
+
+    python benchmarks/async_rollouts.py --seeds 3 --ceiling
+
 A run whose directory holds its final evaluation is read, not repeated.
 """
 
@@ -19,19 +29,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
-from learning import final_table, finished, interval, summaries, train_fresh
+from learning import final_table, finish, finished, interval, start_fresh, summaries, train_fresh
 from rich.console import Console
 from rich.table import Table
 
+from trainers.config import TrainConfig
 from trainers.flags import read_settings
 from trainers.validation import ConfigError
 
 MODES = {"sync": {}, "async1": {"async_steps": 1}}
+CEILING_RUNS = {"default": None, "one_thread": 1, "pair_a": 1, "pair_b": 1}  # torch's threads (None: its default)
 
 
 def metrics(run: Path) -> list[dict]:
@@ -108,19 +121,86 @@ def modes_parser(description: str, out: str) -> argparse.ArgumentParser:
 
 
 def parse_modes_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
-    """``parser``'s arguments, refusing fewer than one seed, and the ``--set`` overrides as config values."""
+    """``parser``'s arguments, refusing fewer than one seed, and the ``--set`` overrides as config values,
+    checked as a training config would check them (an unknown key or a bad value stops here, not in a run)."""
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     try:
-        return args, read_settings(args.set)
+        settings = read_settings(args.set)
+        TrainConfig.build(settings)
     except ConfigError as error:
         parser.error(str(error))
+    return args, settings
+
+
+def halves(run: Path) -> dict[str, float]:
+    """A run's mean rollout and update seconds over its plain steps (``plain_steps``)."""
+    plain = plain_steps(run)
+    return {key: float(np.mean([r[key] for r, _ in plain])) for key in ("rollout_s", "update_s")}
+
+
+def ceiling(out: Path, seeds: int, settings: dict[str, str], report: bool) -> None:
+    """``--ceiling``: train the four runs of ``CEILING_RUNS`` per seed (the pair at once), then print each
+    run's halves and the bound they put on an overlapped step."""
+    settings = {"steps": "30", **settings}
+    console = Console()
+    for seed in range(seeds):
+        for names in (["default"], ["one_thread"], ["pair_a", "pair_b"]):
+            runs = [out / "ceiling" / name / f"seed{seed}" for name in names]
+            if report or all(finished(run) for run in runs):
+                continue
+            started = [start_fresh(run, {"seed": seed, **settings}, CEILING_RUNS[run.parent.name]) for run in runs]
+            for process in started:
+                finish(process)
+    measured = {
+        seed: {name: halves(run) for name in CEILING_RUNS if finished(run := out / "ceiling" / name / f"seed{seed}")}
+        for seed in range(seeds)
+    }
+    measured = {seed: runs for seed, runs in measured.items() if len(runs) == len(CEILING_RUNS)}
+    if not measured:
+        console.print("no finished ceiling runs under", out / "ceiling")
+        return
+    cores = os.cpu_count() or 1
+    table = Table(title=f"the halves of a step, seconds (mean over each run's plain steps); {cores} cores")
+    for col in ("seed", "run", "threads", "rollout s", "update s", "sum s"):
+        table.add_column(col, justify="right")
+    bounds = []
+    for seed, runs in measured.items():
+        for name, h in runs.items():
+            threads = str(CEILING_RUNS[name] or f"default ({torch_threads()})")
+            table.add_row(str(seed), name, threads, f"{h['rollout_s']:.2f}", f"{h['update_s']:.2f}",
+                          f"{h['rollout_s'] + h['update_s']:.2f}")  # fmt: skip
+        bounds.append(overlap_bound(runs, cores))
+    console.print(table)
+    mean, half = interval(bounds)
+    each = ", ".join(f"{b:.2f}" for b in bounds)
+    console.print(f"the most an overlapped step could gain here: {mean:.2f}x +- {half:.2f} (per seed {each})")
+
+
+def overlap_bound(runs: dict[str, dict[str, float]], cores: int) -> float:
+    """The synchronous step (default threads) over the shortest an overlapped one could be: the one-thread
+    halves' core seconds (the pair's mean, measured with the cores shared) spread over ``cores``, and never
+    less than either half on its own at default threads."""
+    default = runs["default"]
+    core_s = np.mean([runs[name]["rollout_s"] + runs[name]["update_s"] for name in ("pair_a", "pair_b")])
+    shortest = max(core_s / cores, default["rollout_s"], default["update_s"])
+    return (default["rollout_s"] + default["update_s"]) / shortest
+
+
+def torch_threads() -> int:
+    """Torch's default intra-op threads in a fresh process here (``OMP_NUM_THREADS`` or one a core)."""
+    return int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, settings = parse_modes_args(modes_parser(__doc__.splitlines()[0], "runs/async_rollouts"), argv)
+    parser = modes_parser(__doc__.splitlines()[0], "runs/async_rollouts")
+    parser.add_argument("--ceiling", action="store_true", help="measure the most any overlap could gain here")
+    args, settings = parse_modes_args(parser, argv)
     out, console = Path(args.out), Console()
+    if args.ceiling:
+        ceiling(out, args.seeds, settings, args.report)
+        return
     for seed in range(args.seeds):  # alternating: sync then async for each seed, so drift hits both alike
         for mode, overrides in MODES.items():
             run = out / mode / f"seed{seed}"

@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -171,16 +172,34 @@ def run_one(out: Path, variant: str, seed: int, settings: dict[str, str]) -> Pat
     return run
 
 
-def train_fresh(run: Path, config: dict[str, object]) -> None:
-    """Train ``config`` (recipe overrides; strings are parsed as flags are) into ``run`` in a fresh process,
-    so runs share no threads or caches; an unfinished run left there (a stopped benchmark) is replaced."""
+def start_fresh(run: Path, config: dict[str, object], threads: int | None = None) -> subprocess.Popen:
+    """Start training ``config`` (recipe overrides; strings are parsed as flags are) into ``run`` in a fresh
+    process, so runs share no threads or caches; ``threads``: torch's intra-op threads there (its default: one
+    a core). An unfinished run left there (a stopped benchmark) is replaced."""
     code = (
         "import json, sys\nfrom trainers.config import TrainConfig\nfrom trainers.loop import train\n"
         "train(TrainConfig.build(json.loads(sys.argv[1])))"
     )
-    subprocess.run(
-        [sys.executable, "-c", code, json.dumps({"output_dir": str(run), "overwrite": True, **config})], check=True
-    )
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else None
+    argv = [sys.executable, "-c", code, json.dumps({"output_dir": str(run), "overwrite": True, **config})]
+    return subprocess.Popen(argv, env=env)
+
+
+def train_fresh(run: Path, config: dict[str, object], threads: int | None = None) -> None:
+    """``start_fresh``, waited for (an interrupted benchmark stops its run too); a failed run raises."""
+    finish(start_fresh(run, config, threads))
+
+
+def finish(process: subprocess.Popen) -> None:
+    """Wait for a run ``start_fresh`` started, killing it if the wait is interrupted; a failed run raises."""
+    try:
+        code = process.wait()
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    if code:
+        raise subprocess.CalledProcessError(code, process.args)
 
 
 def step_table(variant: str, runs: dict[int, list[dict]]) -> Table:

@@ -37,3 +37,30 @@ def test_a_small_benchmark_runs_both_modes_and_reports(tmp_path, capsys):
     written = (ahead / "metrics.jsonl").stat().st_mtime_ns
     async_rollouts.main(["--seeds", "1", "--out", str(tmp_path), *flags])
     assert (ahead / "metrics.jsonl").stat().st_mtime_ns == written  # finished runs are read, not rerun
+
+
+def test_ceiling_measures_the_halves_four_ways_and_bounds_the_overlap(tmp_path, capsys):
+    flags = [f for item in SMALL for f in ("--set", item)]
+    async_rollouts.main(["--seeds", "1", "--out", str(tmp_path), "--ceiling", *flags])
+    out = capsys.readouterr().out
+    assert "the halves of a step" in out and "the most an overlapped step could gain here" in out
+    runs = {name: tmp_path / "ceiling" / name / "seed0" for name in async_rollouts.CEILING_RUNS}
+    assert all(async_rollouts.finished(run) for run in runs.values())
+    assert all(json.loads((run / "config.json").read_text())["steps"] == 4 for run in runs.values())
+    # the pair ran at once: each started before the other wrote its last metrics
+    a, b = runs["pair_a"], runs["pair_b"]
+    assert (b / "config.json").stat().st_mtime < (a / "metrics.jsonl").stat().st_mtime
+    assert (a / "config.json").stat().st_mtime < (b / "metrics.jsonl").stat().st_mtime
+    halves = {name: async_rollouts.halves(run) for name, run in runs.items()}
+    bound = async_rollouts.overlap_bound(halves, 2)
+    default = halves["default"]["rollout_s"] + halves["default"]["update_s"]
+    assert 0 < bound <= default / max(halves["default"].values())  # never past the longer half's own time
+    assert f"{bound:.2f}x" in out
+
+
+def test_an_unknown_set_key_stops_before_any_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        async_rollouts.main(["--seeds", "1", "--out", str(tmp_path), "--set", "stepz=3"])
+    assert stop.value.code == 2
+    assert "stepz: unknown config field; did you mean steps?" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
