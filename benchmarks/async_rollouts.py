@@ -165,10 +165,10 @@ def ceiling(out: Path, seeds: int, settings: dict[str, str], report: bool) -> No
     table = Table(title=f"the halves of a step, seconds (mean over each run's plain steps); {cores} cores")
     for col in ("seed", "run", "threads", "rollout s", "update s", "sum s"):
         table.add_column(col, justify="right")
-    bounds = []
+    bounds, default_threads = [], f"default ({torch_threads()})"
     for seed, runs in measured.items():
         for name, h in runs.items():
-            threads = str(CEILING_RUNS[name] or f"default ({torch_threads()})")
+            threads = str(CEILING_RUNS[name] or default_threads)
             table.add_row(str(seed), name, threads, f"{h['rollout_s']:.2f}", f"{h['update_s']:.2f}",
                           f"{h['rollout_s'] + h['update_s']:.2f}")  # fmt: skip
         bounds.append(overlap_bound(runs, cores))
