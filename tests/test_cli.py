@@ -60,7 +60,7 @@ def test_play_validates_everything_up_front_one_line_per_problem():
     assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
     assert out.stderr.splitlines() == [
         "spiral-arena play: error: --p0: 'hf:/no/such/model': model path /no/such/model does not exist; "
-        "give a model or checkpoint directory",
+        "give a model name (smollm2-135m), a model or checkpoint directory",
         "spiral-arena play: error: --p1: unknown agent spec 'nonsense'; valid forms: random, expert, human, hf:PATH, "
         "vllm:PATH, openai:MODEL, gemini:MODEL, mistral:MODEL, openrouter:MODEL, PROVIDER:MODEL@URL (any "
         "OpenAI-compatible server, e.g. openai:MODEL@http://127.0.0.1:8000/v1)",

@@ -19,6 +19,7 @@ import torch
 from spiral_arena.agents import make_agent
 from spiral_arena.agents.experts.twenty_questions import candidates
 from spiral_arena.analysis.read_policy import answer_text
+from spiral_arena.models import loading
 from spiral_arena.models.checkpoints import SETTINGS_FILE, games_record
 from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
@@ -167,8 +168,6 @@ def run_sft(
     prompt_template: str = "spiral",
 ) -> Path:
     """Supervised fine-tuning on a transcript file; the result is a model directory (``hf:PATH``)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from spiral_arena.models.hf import HFEngine
 
     records = read_transcripts(data)
@@ -184,10 +183,9 @@ def run_sft(
             )
         )
     torch.manual_seed(seed)
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    net, tokenizer = loading.load_model(model, "cpu", torch.float32)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    net = AutoModelForCausalLM.from_pretrained(model)
     stops = stop_token_ids(tokenizer, net.generation_config)
     policy = Policy(HFEngine(net, stops, tokenizer.pad_token_id), tokenizer, prompt_template, stops)
     print(f"SFT: {steps} steps of {min(batch, len(records))} examples from {len(records)} in {data}")

