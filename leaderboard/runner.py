@@ -173,6 +173,14 @@ def _stated(
         return None
 
 
+# the games whose policy an agent may state, for their exact exploitability: base id -> family
+POLICY_READS = {"KuhnPoker-v0": "kuhn", "LeducHoldem-v0": "leduc"}
+POLICY_READERS: dict[str, tuple[str, Callable[[Agent], Any], Callable[[Any], float]]] = {
+    "kuhn": ("Kuhn", kuhn_policy_of, kuhn_exploitability),
+    "leduc": ("Leduc Hold'em", leduc_policy_of, leduc_exploitability),
+}
+
+
 class Player:
     """Builds each entrant's agent once and keeps idle envs per game id; records once per database what
     can be known of an agent without playing it (its Kuhn and Leduc policies, and their exploitability).
@@ -183,7 +191,8 @@ class Player:
         self.conn = conn
         self.flight = InFlight(concurrency)
         self.concurrency = self.flight.concurrency
-        self.recorded = set(store.load_agents(conn))
+        self.recorded = store.load_agents(conn)
+        self.read: set[tuple[str, str]] = set()  # (label, game family) whose policy this player has read
         self.agents: dict[str, Agent | Exception] = {}
         self.envs: dict[tuple, list[TextGameEnv]] = {}  # idle envs by game id and what each seat reads
         self.texts: dict[tuple[str, str], dict[str, Any]] = {}  # (label, env id) -> what that seat reads
@@ -197,24 +206,35 @@ class Player:
                 spec = entrant.stored_spec
                 raise ValueError(f"{entrant.label!r} already plays here as {known.stored_spec}, not {spec}")
 
-    def _agent(self, label: str) -> Agent | Exception:
+    def _agent(self, label: str, env_id: str) -> Agent | Exception:
         if label not in self.agents:
-            entrant = self.entrants[label]
             try:
-                agent = build_agent(entrant, self.concurrency)
+                self.agents[label] = build_agent(self.entrants[label], self.concurrency)
             except Exception as exc:  # recorded on each of its games, like a crash in act()
                 self.agents[label] = exc
-                return exc
-            self.agents[label] = agent
-            if label not in self.recorded:
-                self._record(entrant, agent)
-        return self.agents[label]
+        agent = self.agents[label]
+        if not isinstance(agent, Exception):
+            self._record(self.entrants[label], agent, GameSpec.parse(env_id).env_id)
+        return agent
 
-    def _record(self, entrant: Entrant, agent: Agent) -> None:
-        kuhn = _stated(entrant, agent, "Kuhn", kuhn_policy_of, kuhn_exploitability)
-        leduc = _stated(entrant, agent, "Leduc Hold'em", leduc_policy_of, leduc_exploitability)
-        store.record_agent(self.conn, entrant.label, entrant.stored_spec, kuhn, leduc)
-        self.recorded.add(entrant.label)
+    def _record(self, entrant: Entrant, agent: Agent, env_id: str) -> None:
+        """Store the agent under its label once per database, and the policy it states of a game with an exact
+        analysis (Kuhn, Leduc) when it first plays that game: reading a model's 288 Leduc states takes minutes
+        for a real model, so it is not paid by a run that never plays Leduc."""
+        label, family = entrant.label, POLICY_READS.get(env_id)
+        known = self.recorded.get(label)
+        stated = None
+        if family is not None and (label, family) not in self.read and getattr(known, f"{family}_policy", None) is None:
+            name, read, exploitability = POLICY_READERS[family]
+            stated = _stated(entrant, agent, name, read, exploitability)
+            self.read.add((label, family))
+        if known is None or known.spec != entrant.stored_spec:  # its first record here (the label checked again)
+            store.record_agent(self.conn, label, entrant.stored_spec, **({family: stated} if stated else {}))
+        elif stated is not None:
+            store.record_policy(self.conn, label, family, stated)
+        else:
+            return
+        self.recorded[label] = store.load_agents(self.conn)[label]
 
     def close(self) -> None:
         """Release what agents hold (API connection pools) and the request threads, without waiting for
@@ -244,7 +264,7 @@ class Player:
         """The game of ``job``, in an idle env where each seat reads its own text, with its own copy of
         each seat's agent."""
         entrants = [self.entrants[label] for label in job.players]
-        agents = [self._agent(label) for label in job.players]
+        agents = [self._agent(label, job.env_id) for label in job.players]
         texts = [self._text(label, agent, job.env_id) for label, agent in zip(job.players, agents, strict=True)]
         kind = (job.env_id, *seat_text_key(texts))
         idle = self.envs.setdefault(kind, [])

@@ -38,6 +38,20 @@ TINY_RUN = {
     "eval_tactics": False,  # the TicTacToe read-out (seconds an evaluation) is tested in test_ttt_tactics.py
 }
 
+# The real pretrained model (SmolLM2-135M-Instruct) by the name users give it; its tests are marked real_model (a
+# developer may skip them with -m "not real_model"; CI runs them). Fetched and dequantized once into the cache.
+REAL_MODEL = "smollm2-135m"
+
+
+@pytest.fixture(scope="session")
+def real_model() -> Path:
+    """The directory ``smollm2-135m`` resolves to, built on first use (``spiral_arena.models.named``)."""
+    pytest.importorskip("transformers", reason="needs the train extra")
+    from spiral_arena.models.named import local_dir
+
+    return Path(local_dir(REAL_MODEL))
+
+
 # what a training run's metrics hold that differs between two runs of the same games (wall-clock seconds)
 VOLATILE = ("time_s", "rollout_s", "advantage_s", "update_s", "sync_s", "generated_tokens_per_s")
 VOLATILE += ("async/learner_idle_s", "async/actor_idle_s")

@@ -301,8 +301,13 @@ def test_checkpoints_play_and_state_their_kuhn_policy(tmp_path, monkeypatch, cap
     assert record.kuhn_exploitability == pytest.approx(kuhn_exploitability(record.kuhn_policy))
     row = rating_of(compute(games, store.load_agents(conn)).scopes[0], f"{label}#max_new_tokens=4")
     assert row.exploitability == record.kuhn_exploitability > 0
-    assert set(record.leduc_policy) == set(LEDUC_RANK_STATES)  # read from the model too, for Leduc's table
+    assert record.leduc_policy is None  # a run without Leduc does not pay for reading its 288 states
+    leduc = ["leaderboard", "run", "--agents", agents, "--games", "LeducHoldem-v0", "--games-per-pair", "2"]
+    assert cli_main([*leduc, "--no-progress"]) == 0
+    record = store.load_agents(conn)[f"{label}#max_new_tokens=4"]
+    assert set(record.leduc_policy) == set(LEDUC_RANK_STATES)  # read from the model once it plays Leduc
     assert record.leduc_exploitability == pytest.approx(leduc_exploitability(record.leduc_policy))
+    assert set(record.kuhn_policy) == set(KUHN_INFO_STATES)  # kept
 
 
 def test_leduc_tables_show_each_agents_exact_leduc_exploitability(tmp_path, monkeypatch):

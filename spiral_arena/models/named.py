@@ -207,8 +207,7 @@ def _dequantize(gguf: Path, out: Path) -> None:
     folder, name = str(gguf.parent), gguf.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    config = AutoConfig.from_pretrained(folder, gguf_file=name)
-    del config.quantization_config  # the directory holds plain float32 weights
+    config = AutoConfig.from_pretrained(folder, gguf_file=name)  # the architecture, without the quantization mark
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(loaded.state_dict())
     plain.generation_config = loaded.generation_config
