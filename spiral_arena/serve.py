@@ -36,7 +36,7 @@ trained on that. Other text options (Twenty Questions' ``recap``) reach it as th
 What is never answered (422, one sentence): a finished game (the observation ends with the env's
 ``Game over.`` message, or ``spiral_info`` holds an ``outcome``), and a scripted agent's move that the
 request's own legal actions do not list (a position and a ``Legal actions`` line that disagree). A
-served API agent's text is the model's, judged by the env as any other reply.
+served model's text (an API's, or a local ``hf:``/``vllm:`` model's) is the model's, judged by the env.
 
 Web pages must not be able to use the server (and spend a served API agent's key): a POST must say
 ``Content-Type: application/json`` (a browser cannot send that cross-site without asking first), an
@@ -75,6 +75,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from spiral_arena.agents import Agent, APIAgent, APIError, describe, make_agent, split_options
+from spiral_arena.agents.model import ModelAgent
 from spiral_arena.core.env import SEED_LIMIT
 from spiral_arena.core.game import TextGame
 from spiral_arena.core.readback import TURN_HEADER, PositionUnreadable, game_over, latest_turn
@@ -417,10 +418,14 @@ def create_app(
     player = make_agent(agent)
     served_model = model_id or public_label(agent)
     texts: dict[tuple, TextGame] = {}  # the text games a served checkpoint reads positions in (``retold``)
-    # Scripted agents answer in microseconds and may keep state, so they answer one at a time;
-    # API agents are thread-safe and slow, so their requests overlap.
-    scripted = not isinstance(player, APIAgent)
-    guard = threading.Lock() if scripted else nullcontext()
+    # Scripted agents answer in microseconds and may keep state, and a local model holds one engine, so they
+    # answer one at a time; API agents are thread-safe and slow, so their requests overlap.
+    local = not isinstance(player, APIAgent)
+    guard = threading.Lock() if local else nullcontext()
+    # a scripted agent answers with a legal action of the position it read, so any other answer means the
+    # position and the request's legal actions disagree; a model writes free text that may be invalid, as a
+    # model's move may be: the client's game judges it
+    scripted = local and not isinstance(player, ModelAgent)
     app = FastAPI(title="spiral-arena", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.exception_handler(RequestError)

@@ -130,3 +130,27 @@ def test_selfplay_rollout_func_returns_turns_with_their_seat_and_the_envs_return
     for game, seat, returns, reward in seen:  # the untrained model's first moves are mostly invalid: seats vary
         assert game == "KuhnPoker-v0" and reward == returns[seat] and sum(returns) == 0.0
     assert math.isfinite(loss_of(trainer))
+
+
+@pytest.mark.real_model
+def test_grpo_trains_the_real_model_on_self_play(real_model, tmp_path):
+    """SmolLM2-135M (``smollm2-135m``) in GRPOTrainer with our self-play rollouts: its own tokenizer and chat
+    template, one step; every turn's reward is its seat's return and the loss is finite."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(real_model)
+    seen = []
+
+    def recorded_reward(completions, game_reward, game, seat, returns, **kwargs):
+        seen.extend(zip(game, seat, returns, game_reward, strict=True))
+        return ours.selfplay_reward(completions, game_reward)
+
+    trainer = trl.GRPOTrainer(
+        model=str(real_model),
+        processing_class=tokenizer,
+        reward_funcs=recorded_reward,
+        args=config(tmp_path, scale_rewards="none"),
+        train_dataset=datasets.Dataset.from_list([{"prompt": "KuhnPoker-v0:rounds=1"}] * 4),
+        rollout_func=ours.selfplay_rollout_func(),
+    )
+    trainer.train()
+    assert len(seen) == 4 and all(reward == returns[seat] for _, seat, returns, reward in seen)
+    assert math.isfinite(loss_of(trainer))
