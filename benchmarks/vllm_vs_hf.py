@@ -7,9 +7,14 @@
    on the warm-started model of the hf run, through the hf engine and vLLM (eager and torch.compile'd); the
    same prompts, token limit and sampling; repeats interleaved. Seconds per wave and generated tokens/s.
 
+With ``--model NAME`` (a named model such as ``smollm2-135m``, or a directory) only part 2 runs, on that model:
+the first wave of SPIRAL's plain games (``--games-in-flight`` of them) with its chat template and SPIRAL's prompt,
+``--max-new-tokens`` a reply.
+
 Run it in the vLLM venv (it has both engines; see docs/vllm.md):
 
     .venv-vllm/bin/python benchmarks/vllm_vs_hf.py [--steps 6] [--sft-steps 600] [--repeats 5]
+    .venv-vllm/bin/python benchmarks/vllm_vs_hf.py --model smollm2-135m --repeats 3
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from spiral_arena.models.hf import HFEngine
+from spiral_arena.models.named import local_dir
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.models.vllm import VLLMEngine, VLLMSettings
@@ -113,15 +119,41 @@ def waves(model_dir: Path, config: TrainConfig, repeats: int) -> dict[str, dict]
     }
 
 
+def wave_table(console: Console, wave: dict[str, dict], repeats: int, what: str) -> None:
+    title = f"One wave of {wave['hf']['prompts']} prompts ({what}{repeats} repeats; median [min, max])"
+    table = Table(title=title)
+    for column in ("engine", "built in (s)", "s per wave", "tokens/s", "wave time / hf"):
+        table.add_column(column)
+    hf_median = statistics.median(wave["hf"]["wave_s"])
+    for name, r in wave.items():
+        ratio = statistics.median(r["wave_s"]) / hf_median
+        table.add_row(name, f"{r['build_s']:.1f}", spread(r["wave_s"]), spread(r["tokens_per_s"]), f"{ratio:.2f}x")
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=6, help="training steps per backend (default: 6)")
     parser.add_argument("--sft-steps", type=int, default=600, help="warm-start steps (default: the recipe's 600)")
     parser.add_argument("--repeats", type=int, default=5, help="waves per engine (default: 5)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--model", help="only the wave, on this named model or directory (e.g. smollm2-135m)")
+    parser.add_argument("--games-in-flight", type=int, default=64, help="with --model: the wave's games (default 64)")
+    parser.add_argument("--max-new-tokens", type=int, default=32, help="with --model: tokens a reply (default 32)")
     args = parser.parse_args()
     torch.manual_seed(0)
     console = Console(width=160)
+    if args.model:
+        overrides = {
+            "model": args.model,
+            "games_in_flight": args.games_in_flight,
+            "max_new_tokens": args.max_new_tokens,
+        }
+        wave = waves(Path(local_dir(args.model)), TrainConfig.build(overrides), args.repeats)
+        wave_table(console, wave, args.repeats, f"{args.model}, SPIRAL's plain games and prompt, ")
+        if args.json:
+            args.json.write_text(json.dumps({"wave": wave}, indent=2))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         steps = {b: training_steps(b, Path(tmp) / b, args.steps, args.sft_steps) for b in ("hf", "vllm")}
         config = TrainConfig.build({})
@@ -137,14 +169,7 @@ def main() -> None:
     console.print(table)
     ratio = statistics.median(steps["vllm"]["rollout_s"]) / statistics.median(steps["hf"]["rollout_s"])
     console.print(f"rollout time vllm / hf: {ratio:.2f}x")
-    table = Table(title=f"One wave of {wave['hf']['prompts']} prompts, {args.repeats} repeats (median [min, max])")
-    for column in ("engine", "built in (s)", "s per wave", "tokens/s", "wave time / hf"):
-        table.add_column(column)
-    hf_median = statistics.median(wave["hf"]["wave_s"])
-    for name, r in wave.items():
-        ratio = statistics.median(r["wave_s"]) / hf_median
-        table.add_row(name, f"{r['build_s']:.1f}", spread(r["wave_s"]), spread(r["tokens_per_s"]), f"{ratio:.2f}x")
-    console.print(table)
+    wave_table(console, wave, args.repeats, "the tiny recipe, ")
     if args.json:
         args.json.write_text(json.dumps({"steps": steps, "wave": wave}, indent=2))
 
