@@ -20,6 +20,7 @@ Run it in the vLLM venv (it has both engines; see docs/vllm.md):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
@@ -62,15 +63,18 @@ def training_steps(backend: str, out: Path, steps: int, sft_steps: int) -> dict:
     }
 
 
+class FirstWave(Exception):
+    """Raised by ``Recording`` once it holds the first wave: the rest of the games need not be played."""
+
+
 class Recording(HFEngine):
-    """The hf engine, keeping the prompts of its first call (the first rollout wave)."""
+    """The hf engine, keeping the prompts of its first call (the first rollout wave), then stopping the rollout."""
 
     wave: list[list[int]] | None = None
 
     def generate(self, prompts, *args, **kwargs):
-        if self.wave is None:
-            self.wave = [list(p) for p in prompts]
-        return super().generate(prompts, *args, **kwargs)
+        self.wave = [list(p) for p in prompts]
+        raise FirstWave
 
 
 def first_wave(model_dir: Path, config: TrainConfig) -> list[list[int]]:
@@ -80,12 +84,13 @@ def first_wave(model_dir: Path, config: TrainConfig) -> list[list[int]]:
     engine = Recording(model, stops, tokenizer.pad_token_id)
     policy = Policy(engine, tokenizer, config.prompt_template, stops, thinking=config.thinking)
     specs, weights = parse_mixture(config.games, config.game_weights)
-    collect(
-        policy, specs, weights, min_samples=0, games=config.games_in_flight, games_in_flight=config.games_in_flight,
-        rng=np.random.default_rng(0), sampling=config.sampling, max_game_actions=config.max_game_actions,
-        obs_format=config.obs_format, pool=EnvPool(),
-        invalid_penalty=config.invalid_penalty, invalid_opponent_reward=config.invalid_opponent_reward,
-    )  # fmt: skip
+    with contextlib.suppress(FirstWave):
+        collect(
+            policy, specs, weights, min_samples=0, games=config.games_in_flight,
+            games_in_flight=config.games_in_flight, rng=np.random.default_rng(0), sampling=config.sampling,
+            max_game_actions=config.max_game_actions, obs_format=config.obs_format, pool=EnvPool(),
+            invalid_penalty=config.invalid_penalty, invalid_opponent_reward=config.invalid_opponent_reward,
+        )  # fmt: skip
     return engine.wave
 
 
