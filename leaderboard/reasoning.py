@@ -29,8 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spiral_arena.evals.data import file_sha256
 from spiral_arena.models.named import cached_dir, is_named
+from spiral_arena.outputs import file_sha256
 
 MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.json"

@@ -4,6 +4,7 @@ its output folder is read-only. ``os.access`` answers for the user running the c
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -42,3 +43,12 @@ def folder_problem(folder: Path) -> str | None:
 def write_failure(flag: str, path: str | Path, error: OSError) -> str:
     """One line for a write that failed anyway (a full disk, a folder made read-only meanwhile)."""
     return f"{flag} {path} could not be written: {error.strerror or error}"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read a megabyte at a time (model weights, GGUF files, benchmark data)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral_arena.evals.answers import LETTERS, boxed_contents
+from spiral_arena.outputs import file_sha256
 
 FILE_SUFFIXES = (".jsonl", ".parquet", ".csv")
 PROVENANCE_SUFFIX = ".provenance.json"  # e.g. math500.jsonl.provenance.json: {"hub_id": ..., "revision": ...}
@@ -281,14 +282,6 @@ def parse_benchmark_list(text: str) -> list[str]:
 
 
 # -- files ------------------------------------------------------------------------------------------
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from spiral_arena.agents import redacted
-from spiral_arena.evals.data import file_sha256
 from spiral_arena.evals.generate import model_kind
 from spiral_arena.models.checkpoints import read_settings
 from spiral_arena.models.named import local_dir
+from spiral_arena.outputs import file_sha256
 
 
 def canonical_json(value: Any) -> str:

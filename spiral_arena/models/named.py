@@ -22,7 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spiral_arena.evals.data import file_sha256
+from spiral_arena.outputs import file_sha256
 
 SOURCE_FILE = "source.json"
 
