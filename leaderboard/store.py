@@ -566,14 +566,14 @@ class AgentRecord:
 
 
 def record_policy(conn: sqlite3.Connection, label: str, family: str, stated: StatedPolicy) -> None:
-    """Add to an agent already stored the policy it states of one game family ("kuhn" or "leduc")."""
+    """Add to an agent already stored the policy it states of one game family ("kuhn" or "leduc"): one UPDATE,
+    atomic on its own (the connection is in autocommit mode)."""
     if family not in ("kuhn", "leduc"):
         raise ValueError(f"family must be kuhn or leduc, got {family!r}")
-    with conn:
-        conn.execute(
-            f"UPDATE agents SET {family}_policy = ?, {family}_exploitability = ? WHERE label = ?",
-            (json.dumps(stated.policy), stated.exploitability, label),
-        )
+    conn.execute(
+        f"UPDATE agents SET {family}_policy = ?, {family}_exploitability = ? WHERE label = ?",
+        (json.dumps(stated.policy), stated.exploitability, label),
+    )
 
 
 def load_agents(conn: sqlite3.Connection) -> dict[str, AgentRecord]:

