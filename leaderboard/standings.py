@@ -48,7 +48,7 @@ from leaderboard.settings import (  # noqa: F401 (re-exported: the rules live be
 from leaderboard.store import NO_PLAYER, AgentRecord, StoredGame
 from spiral_arena.agents import parse_spec, split_options
 from spiral_arena.llm import PROVIDERS
-from spiral_arena.registry import REGISTRY
+from spiral_arena.registry import GameSpec
 
 
 @dataclass(frozen=True)
@@ -305,11 +305,18 @@ def _payoffs(game: StoredGame) -> tuple[float, float]:
 
 def _exploitability(env_id: str, record: AgentRecord | None) -> float | None:
     """The exploitability the table of ``env_id`` shows for an agent: its Kuhn policy's at Kuhn, its Leduc
-    policy's at Leduc Hold'em, none elsewhere."""
-    spec = REGISTRY.get(env_id)
-    if spec is None or record is None:
+    policy's at Leduc Hold'em, where the table's rules are the analysed game's (the registered defaults,
+    however they are spelled; text options change nothing), none elsewhere."""
+    try:
+        game = GameSpec.parse(env_id)
+        analysed = game.rules() == GameSpec(game.env_id).rules()
+    except ValueError:  # a game no longer registered
         return None
-    return {KUHN_GAME: record.kuhn_exploitability, LEDUC_GAME: record.leduc_exploitability}.get(spec.game.name)
+    if record is None or not analysed:
+        return None
+    return {KUHN_GAME: record.kuhn_exploitability, LEDUC_GAME: record.leduc_exploitability}.get(
+        game.registered.game.name
+    )
 
 
 def _scope(

@@ -21,6 +21,7 @@ from typing import Any
 
 import spiral_arena
 from spiral_arena import outputs
+from spiral_arena.registry import GameSpec
 
 BUSY_TIMEOUT_S = 60.0
 NO_PLAYER = ""  # player1 and spec1 of a single-player game
@@ -116,6 +117,23 @@ def _add_leduc(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE agents ADD COLUMN leduc_exploitability REAL")
 
 
+def _canonical_ids(conn: sqlite3.Connection) -> None:
+    """v7: every game id in its canonical spelling, options at their default left out
+    (``LeducHoldem-v0:reward=chips`` is ``LeducHoldem-v0``), so one game has one table. A game stored under
+    both spellings with the same players and seed is the same game played twice: the canonical row stays.
+    Ids no longer registered keep their spelling."""
+    stored = conn.execute("SELECT DISTINCT env_id FROM games UNION SELECT DISTINCT env_id FROM notes").fetchall()
+    for (env_id,) in stored:
+        try:
+            canonical = GameSpec.parse(env_id).canonical
+        except ValueError:
+            continue
+        if canonical != env_id:
+            conn.execute("UPDATE OR IGNORE games SET env_id = ? WHERE env_id = ?", (canonical, env_id))
+            conn.execute("DELETE FROM games WHERE env_id = ?", (env_id,))
+            conn.execute("UPDATE OR REPLACE notes SET env_id = ? WHERE env_id = ?", (canonical, env_id))
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_v1,
     _add_specs_and_agents,
@@ -123,6 +141,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _add_usage,
     _add_notes,
     _add_leduc,
+    _canonical_ids,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -150,8 +150,12 @@ class GameSpec:
 
     @property
     def canonical(self) -> str:
-        """Options sorted, no spaces: ``KuhnPoker-v0: rounds=1 ; ante=2`` -> ``KuhnPoker-v0:ante=2;rounds=1``."""
-        return _spelling(self.env_id, dict(sorted(self.options.items())))
+        """Options sorted, no spaces, and those equal to their default left out, so one game has one name:
+        ``KuhnPoker-v0: rounds=1 ; ante=2`` -> ``KuhnPoker-v0:ante=2;rounds=1``, ``LeducHoldem-v0:reward=chips``
+        -> ``LeducHoldem-v0``. An unregistered id keeps every option (``registered`` names the problem)."""
+        defaults = REGISTRY[self.env_id].options if self.env_id in REGISTRY else {}
+        given = {k: v for k, v in self.options.items() if not (k in defaults and _same(v, defaults[k]))}
+        return _spelling(self.env_id, dict(sorted(given.items())))
 
     @property
     def registered(self) -> EnvSpec:
@@ -205,6 +209,15 @@ def option_value(value: str) -> Any:
         except ValueError:
             pass
     return value
+
+
+def _same(value: Any, default: Any) -> bool:
+    """Whether an option given as ``value`` is its ``default``: 1 and 1.0 are, True and 1 are not."""
+    if isinstance(value, bool) or isinstance(default, bool):
+        return value is default
+    if isinstance(value, int | float) and isinstance(default, int | float):
+        return value == default
+    return isinstance(value, str) and isinstance(default, str) and value == default
 
 
 def _spelling(env_id: str, options: dict[str, Any]) -> str:

@@ -66,6 +66,18 @@ def test_canonical_spelling_sorts_options():
     assert GameSpec.parse("TicTacToe-v0").canonical == "TicTacToe-v0"
 
 
+def test_options_at_their_default_are_not_part_of_a_games_name():
+    """One game, one name: an option spelled at its default is the plain game (1 and 1.0 are the same
+    value, true and 1 are not); the checkpoint record still spells every option out."""
+    assert GameSpec.parse("LeducHoldem-v0:reward=chips").canonical == "LeducHoldem-v0"
+    assert GameSpec.parse("LeducHoldem-v0:reward=win").canonical == "LeducHoldem-v0:reward=win"
+    assert GameSpec.parse("KuhnPoker-v0:rounds=5;ante=1.0").canonical == "KuhnPoker-v0"
+    assert GameSpec.parse("KuhnPoker-v0:reward=win;rounds=1").canonical == "KuhnPoker-v0:rounds=1"
+    assert GameSpec.parse("TicTacToe-v0:board=grid").canonical == "TicTacToe-v0"
+    assert GameSpec.parse("SimpleNegotiation-v0:brief=0").canonical == "SimpleNegotiation-v0:brief=0"
+    assert GameSpec.parse("LeducHoldem-v0:reward=chips").complete().label == "LeducHoldem-v0:reward=chips"
+
+
 def test_a_game_spec_is_parsed_once_and_builds_its_env():
     """The label keeps the text as given, options are values, and the env built is the one ``make``
     builds from the text; ``with_options`` replaces an option and keeps the others."""

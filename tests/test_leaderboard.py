@@ -212,7 +212,7 @@ def game_row(seed=0, **changes):
 def test_new_database_is_wal_and_current(tmp_path):
     conn = store.connect(tmp_path / "sub" / "lb.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 7
     assert store.insert_game(conn, game_row()) is True
     assert store.insert_game(conn, game_row(reward0=-1.0)) is False  # same key: ignored, first kept
     assert store.insert_game(conn, game_row(seed=1)) is True

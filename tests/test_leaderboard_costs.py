@@ -346,7 +346,7 @@ def test_a_version_3_database_shows_read_only_and_migrates_to_null_usage(tmp_pat
     assert "costs" not in json.loads(out_json.read_text())
 
     conn = store.connect(db)  # what a run does: migrate the file
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 7
     (old,) = stored_rows(db)
     assert all(old[c] is None for c in store.USAGE_COLUMNS)  # unknown, not 0
     fresh = store.GameRow(**{k: v for k, v in old.items() if k in store.GameRow.__dataclass_fields__})

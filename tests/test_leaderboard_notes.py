@@ -78,7 +78,7 @@ def test_a_version_4_database_migrates_keeping_its_games(tmp_path):
     v4_database(db)
     assert "notes" not in tables(sqlite3.connect(db))
     conn = store.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 7
     assert "notes" in tables(conn)
     assert [(g.env_id, g.player0, g.seed) for g in store.load_games(conn)] == [(KUHN, CHECKPOINT, 0)]
     assert store.load_notes(conn) == {}

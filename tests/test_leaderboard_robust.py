@@ -204,8 +204,8 @@ def make_database(db: Path, version: int = store.SCHEMA_VERSION) -> None:
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     store.migrate(conn, target=version)
-    # the game columns each version added (5 added a table, 6 columns of agents: no game column)
-    added = {2: {"spec0", "spec1"}, 3: {"success"}, 4: set(store.USAGE_COLUMNS), 5: set(), 6: set()}
+    # the game columns each version added (5 added a table, 6 columns of agents, 7 respelled ids: no game column)
+    added = {2: {"spec0", "spec1"}, 3: {"success"}, 4: set(store.USAGE_COLUMNS), 5: set(), 6: set(), 7: set()}
     later = {c for v in range(version + 1, store.SCHEMA_VERSION + 1) for c in added[v]}
     columns = [c for c in store.GameRow.__dataclass_fields__ if c not in later]
     for seed in range(4):

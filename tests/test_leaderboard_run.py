@@ -326,6 +326,33 @@ def test_leduc_tables_show_each_agents_exact_leduc_exploitability(tmp_path, monk
     assert rating_of(scopes["TicTacToe-v0"], "expert").exploitability is None
 
 
+def test_a_game_spelled_with_its_default_options_is_the_plain_game(tmp_path, monkeypatch, capsys):
+    """``LeducHoldem-v0:reward=chips`` is LeducHoldem-v0: its games are stored under the plain id, in the
+    same table, with the exact exploitability; a database holding the old spelling is migrated to it."""
+    monkeypatch.chdir(tmp_path)
+    spelled = ["leaderboard", "run", "--agents", "random,expert", "--games", "LeducHoldem-v0:reward=chips"]
+    assert cli_main([*spelled, "--games-per-pair", "2", "--no-progress"]) == 0
+    conn = store.connect("leaderboard.sqlite")
+    stored = store.load_games(conn)
+    assert {g.env_id for g in stored} == {"LeducHoldem-v0"} and len(stored) == 2
+    plain = ["leaderboard", "run", "--agents", "random,expert", "--games", "LeducHoldem-v0", "--games-per-pair", "2"]
+    capsys.readouterr()
+    assert cli_main([*plain, "--no-progress"]) == 0
+    assert "2 already stored, 0 played" in capsys.readouterr().out  # the same games, not new ones
+    scopes = {s.name: s for s in compute(store.load_games(conn), store.load_agents(conn)).scopes}
+    assert set(scopes) - {"overall"} == {"LeducHoldem-v0"}
+    assert rating_of(scopes["LeducHoldem-v0"], "random").exploitability == pytest.approx(2.3736111111, abs=1e-9)
+    assert rating_of(scopes["LeducHoldem-v0"], "expert").exploitability < 0.001
+    # a database written before: its rows under the spelled-out id, schema version 6
+    conn.execute("UPDATE games SET env_id = 'LeducHoldem-v0:reward=chips'")
+    conn.execute("INSERT INTO notes VALUES ('random', 'LeducHoldem-v0:reward=chips', 'n', 't', 'v')")
+    conn.execute("PRAGMA user_version = 6")
+    conn.close()
+    conn = store.connect("leaderboard.sqlite")
+    assert {g.env_id for g in store.load_games(conn)} == {"LeducHoldem-v0"} and len(store.load_games(conn)) == 2
+    assert conn.execute("SELECT env_id FROM notes").fetchall() == [("LeducHoldem-v0",)]
+
+
 def test_run_checks_its_inputs_before_playing_and_fails_when_games_failed(tmp_path, monkeypatch, capsys):
     folder = tmp_path / "a-folder"
     folder.mkdir()

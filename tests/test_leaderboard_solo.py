@@ -21,6 +21,7 @@ from leaderboard.standings import Scope, SoloScope, compute, wilson_interval
 from spiral_arena.cli import main as cli_main
 
 TWENTY = "TwentyQuestions-v0:max_questions=20"
+NAME = "TwentyQuestions-v0"  # its name in the store and the tables: 20 questions is the default
 
 
 def leaderboard_run(db, games, agents="expert,random", per_agent=6, *extra):
@@ -57,7 +58,7 @@ def test_agents_are_ranked_by_success_rate_with_wilson_intervals(tmp_path, capsy
     assert leaderboard_run(db, TWENTY) == 0
     out = capsys.readouterr().out
     assert "12 games scheduled: 0 already stored, 12 played, 0 ended by an agent error" in out
-    assert f"{TWENTY} (12 games, one player; ranked by success rate)" in out
+    assert f"{NAME} (12 games, one player; ranked by success rate)" in out
     assert report.SUCCESS_HEADER == "Success [95% CI]" and report.SUCCESS_HEADER in out
     assert "Rating" not in out and "Overall" not in out  # a single-player game is never rated
     assert out.index("100.0% [61.0-100.0]") < out.index("0.0% [0.0-39.0]")
@@ -116,22 +117,22 @@ def test_mixed_runs_rate_two_player_games_apart_from_single_player_ones(tmp_path
     assert "TicTacToe-v0 (2 games; ranked by rating)" in out and report.SUCCESS_HEADER in out
     standings = standings_of(db)
     # One two-player game: an overall scope would only repeat its table.
-    assert [s.name for s in standings.scopes] == ["TicTacToe-v0", TWENTY]
+    assert [s.name for s in standings.scopes] == ["TicTacToe-v0", NAME]
     assert isinstance(standings.scopes[0], Scope) and isinstance(standings.scopes[1], SoloScope)
 
     assert leaderboard_run(db, f"TicTacToe-v0,{TWENTY},KuhnPoker-v0", "expert,random", 2) == 0
     assert "8 games scheduled: 6 already stored, 2 played" in capsys.readouterr().out
     standings = standings_of(db)
-    assert [s.name for s in standings.scopes] == ["overall", "TicTacToe-v0", "KuhnPoker-v0", TWENTY]
+    assert [s.name for s in standings.scopes] == ["overall", "TicTacToe-v0", "KuhnPoker-v0", NAME]
     overall = scope(standings, "overall")
     assert overall.games == 4 and overall.head_to_head["expert"]["random"].games == 4  # no Twenty Questions
     assert all(row.games == 4 and row.rating is not None for row in overall.agents)
-    assert [r.success_rate for r in scope(standings, TWENTY).agents] == [1.0, 0.0]
+    assert [r.success_rate for r in scope(standings, NAME).agents] == [1.0, 0.0]
 
     assert cli_main(["leaderboard", "show", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "Overall (4 games; ranked by rating)" in out
-    assert f"{TWENTY} (4 games, one player; ranked by success rate)" in out and report.SUCCESS_HEADER in out
+    assert f"{NAME} (4 games, one player; ranked by success rate)" in out and report.SUCCESS_HEADER in out
     assert cli_main(["leaderboard", "show", "--db", str(db), "--game", "TwentyQuestions-v0: max_questions=20"]) == 0
     out = capsys.readouterr().out
     assert report.SUCCESS_HEADER in out and "TicTacToe-v0" not in out and "Rating" not in out
@@ -146,12 +147,12 @@ def test_every_output_shows_the_success_column(tmp_path, capsys):
     assert report.SUCCESS_HEADER in capsys.readouterr().out
 
     page = paths["html"].read_text()
-    solo_table = re.search(rf'<table class="sortable" id="{report.table_id(TWENTY)}">.*?</table>', page).group(0)
+    solo_table = re.search(rf'<table class="sortable" id="{report.table_id(NAME)}">.*?</table>', page).group(0)
     assert f'<th data-type="num">{report.SUCCESS_HEADER}</th>' in solo_table
     assert "100.0% [51.0-100.0]" in solo_table and "Wilson score interval" in page
     assert 'id="matrix-tictactoe-v0"' in page and "matrix-twentyquestions" not in page  # no head to head alone
 
-    rows = [r for r in csv.DictReader(open(paths["csv"], encoding="utf-8")) if r["scope"] == TWENTY]
+    rows = [r for r in csv.DictReader(open(paths["csv"], encoding="utf-8")) if r["scope"] == NAME]
     assert [(r["agent"], r["success_rate"], r["successes"], r["rating"]) for r in rows] == [
         ("expert", "1.0", "4", ""),
         ("random", "0.0", "0", ""),
@@ -159,7 +160,7 @@ def test_every_output_shows_the_success_column(tmp_path, capsys):
     assert float(rows[0]["success_ci_low"]) == pytest.approx(wilson_interval(4, 4)[0])
 
     data = json.loads(paths["json"].read_text())
-    solo = next(s for s in data["scopes"] if s["name"] == TWENTY)
+    solo = next(s for s in data["scopes"] if s["name"] == NAME)
     assert (solo["players"], solo["ranked_by"], solo["success_interval"]) == (
         1,
         "success rate",
@@ -171,7 +172,7 @@ def test_every_output_shows_the_success_column(tmp_path, capsys):
     assert paths["png"].stat().st_size > 10_000
     fig = report.png_figure(standings_of(db))
     assert {ax.get_title() for ax in fig.axes} >= {"Rating", "Success rate", "TicTacToe-v0: head to head"}
-    alone = report.png_figure(compute([g for g in games_of(db) if g.env_id == TWENTY]))
+    alone = report.png_figure(compute([g for g in games_of(db) if g.env_id == NAME]))
     assert [ax.get_title() for ax in alone.axes] == ["Success rate"]
 
 
@@ -267,6 +268,6 @@ def test_a_version_2_database_gains_the_success_column(tmp_path):
     )
     conn.close()
     upgraded = store.connect(path)
-    assert upgraded.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
+    assert upgraded.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 7
     (game,) = store.load_games(upgraded)
     assert (game.steps, game.success) == (5, None)

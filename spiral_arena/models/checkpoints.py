@@ -104,7 +104,7 @@ def games_record(games: Iterable[tuple[GameSpec, str]]) -> list[dict[str, str]]:
     own default) as its id with every option spelled out (``GameSpec.complete``) and the format resolved."""
     record = []
     for game, obs_format in games:
-        entry = {"game": game.complete().canonical, "obs_format": obs_format or game.registered.game.default_obs_format}
+        entry = {"game": game.complete().label, "obs_format": obs_format or game.registered.game.default_obs_format}
         if entry not in record:
             record.append(entry)
     return record
