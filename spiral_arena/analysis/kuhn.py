@@ -22,6 +22,7 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from spiral_arena.analysis.cfr import Node, cfr_plus
 from spiral_arena.games.kuhn_poker import BET, CALL, CARD_NAMES, DEALS, KuhnPokerState
 
 KUHN_INFO_STATES: tuple[str, ...] = tuple(card + history for history in ("", "p", "b", "pb") for card in CARD_NAMES)
@@ -56,6 +57,29 @@ def _walk(deal: tuple[int, int], actions: tuple[str, ...]) -> list[_Leaf]:
 def _leaves() -> tuple[_Leaf, ...]:
     """All 30 terminal histories of a single hand, from the rules layer."""
     return tuple(leaf for deal in DEALS for leaf in _walk(deal, ()))
+
+
+def deal_trees() -> tuple[Node, ...]:
+    """The game tree of each of the 6 equally likely deals of a single hand (``analysis.cfr``), keyed by
+    our information states, from the rules layer."""
+
+    def grow(deal: tuple[int, int], actions: tuple[str, ...]) -> Node:
+        state = KuhnPokerState(rng=None, rounds=1, reward="chips", deal=deal)
+        for action in actions:
+            state.apply(action)
+        if state.is_terminal():
+            return Node(-1, payoff0=state.returns()[0])
+        key = CARD_NAMES[deal[state.current_player]] + state.history
+        return Node(state.current_player, key, tuple((a, grow(deal, (*actions, a))) for a in state.legal_actions()))
+
+    return tuple(grow(deal, ()) for deal in DEALS)
+
+
+def solve_cfr(iterations: int) -> dict[str, float]:
+    """The average policy after ``iterations`` of CFR+ (OpenSpiel's ``CFRPlusSolver`` iteration for
+    iteration), as each information state's probability of the aggressive action."""
+    *_, average = cfr_plus(deal_trees(), iterations)
+    return {key: sum(p for action, p in probs.items() if action in _AGGRESSIVE) for key, probs in average.items()}
 
 
 def _valid_keys_text() -> str:

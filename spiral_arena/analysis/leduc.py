@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from spiral_arena.analysis.cfr import Node, cfr_plus
 from spiral_arena.games.leduc_holdem import CALL, CARDS, FOLD, RAISE, RANKS, SUITS, LeducHoldemState, hand_strength
 
 ACTIONS = (FOLD, CALL, RAISE)
@@ -257,58 +258,25 @@ def rank_key(key: str) -> str:
 LEDUC_RANK_STATES: tuple[str, ...] = tuple(dict.fromkeys(rank_key(key) for key in LEDUC_INFO_STATES))
 
 
-def solve_cfr(iterations: int) -> dict[str, dict[str, float]]:
-    """An approximate Nash equilibrium by CFR+ (regret matching+, alternating updates, the average
-    strategy weighted by iteration), on the rank-only information states our players read: the 288
-    rank states are an exact abstraction of the 936 (suits decide nothing in Leduc), so it converges to
-    an equilibrium of the full game. Every deal is enumerated each iteration; ``leduc_exploitability``
-    of the result says how close it is."""
-    if iterations < 1:
-        raise ValueError(f"iterations must be at least 1, got {iterations!r}")
-    ranked = {rank_key(key): legal for key, legal in _LEGAL.items()}
-    regrets = {key: [0.0] * len(legal) for key, legal in ranked.items()}
-    totals = {key: [0.0] * len(legal) for key, legal in ranked.items()}
-    deals = list(itertools.permutations(range(len(CARDS)), 3))
+def deal_trees() -> tuple[Node, ...]:
+    """The game tree of each of the 120 equally likely deals (two private cards, then the public one), its
+    information states keyed by rank only (``rank_key``: the 288 rank states are an exact abstraction of
+    the 936, as suits decide nothing in Leduc)."""
 
-    def current(key: str) -> list[float]:
-        positive = [max(r, 0.0) for r in regrets[key]]
-        norm = sum(positive)
-        return [p / norm for p in positive] if norm > 0 else [1.0 / len(positive)] * len(positive)
-
-    def walk(node: _Node, deal: tuple[int, int, int], learner: int, mine: float, theirs: float,
-             instant: dict[str, list[float]], weight: float) -> float:  # fmt: skip
+    def grow(node: _Node, deal: tuple[int, int, int]) -> Node:
         if node.player < 0:
             if node.folded is not None:
-                return node.put_in[node.folded] * (1.0 if node.folded != learner else -1.0)
-            return node.put_in[0] * _showdown(deal[learner], deal[1 - learner], deal[2])
+                return Node(-1, payoff0=node.put_in[node.folded] * (1.0 if node.folded == 1 else -1.0))
+            return Node(-1, payoff0=node.put_in[0] * _showdown(deal[0], deal[1], deal[2]))
         key = rank_key(info_key(deal[node.player], node.histories, deal[2] if node.round == 2 else None))
-        sigma = current(key)
-        children = node.children
-        if node.player != learner:
-            return sum(p * walk(child, deal, learner, mine, theirs * p, instant, weight)
-                       for p, (_, child) in zip(sigma, children, strict=True) if p)  # fmt: skip
-        values = [
-            walk(child, deal, learner, mine * p, theirs, instant, weight)
-            for p, (_, child) in zip(sigma, children, strict=True)
-        ]
-        node_value = sum(p * v for p, v in zip(sigma, values, strict=True))
-        gains = instant.setdefault(key, [0.0] * len(children))
-        for i, v in enumerate(values):
-            gains[i] += theirs * (v - node_value)
-            totals[key][i] += weight * mine * sigma[i]
-        return node_value
+        return Node(node.player, key, tuple((a, grow(child, deal)) for a, child in node.children))
 
-    for t in range(1, iterations + 1):
-        for learner in (0, 1):
-            instant: dict[str, list[float]] = {}
-            for deal in deals:
-                walk(_tree(), deal, learner, 1.0, 1.0 / len(deals), instant, float(t))
-            for key, gains in instant.items():
-                regrets[key] = [max(r + g, 0.0) for r, g in zip(regrets[key], gains, strict=True)]
-    average = {}
-    for key, legal in ranked.items():
-        norm = sum(totals[key])
-        average[key] = {
-            a: (s / norm if norm > 0 else 1.0 / len(legal)) for a, s in zip(legal, totals[key], strict=True)
-        }
+    return tuple(grow(_tree(), deal) for deal in itertools.permutations(range(len(CARDS)), 3))
+
+
+def solve_cfr(iterations: int) -> dict[str, dict[str, float]]:
+    """An approximate Nash equilibrium: the average policy after ``iterations`` of CFR+ (``analysis.cfr``,
+    OpenSpiel's ``CFRPlusSolver`` iteration for iteration) on the rank-only information states our players
+    read; ``leduc_exploitability`` of the result says how close it is."""
+    *_, average = cfr_plus(deal_trees(), iterations)
     return average
