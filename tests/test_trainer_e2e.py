@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -129,22 +128,52 @@ def test_each_shard_keeps_its_own_baselines_with_rae_scope_shard(tmp_path):
 
 
 def test_marshal_advantages_replay_from_the_transcripts(tmp_path):
-    """--advantage marshal: every turn of a seat gets that seat's return (the reward-to-go of a last-turn
-    reward), normalised over all turns of the step with the same game and seat, as recomputed here from the
-    transcripts' rewards."""
+    """--advantage marshal with the released rewards: each valid turn carries 0.05 and a seat's last turn its
+    result besides (-11 for an invalid answer, 0 to the other seat, 0.1 a draw); the advantages are the
+    released pipeline's (trainers.marshal, pinned by hand in test_trainer_units) over each step's turns, as
+    recomputed here from the transcripts."""
+    from trainers.marshal import Episode, marshal_advantages
+
     out = tmp_path / "run"
     config = {**SMALL, "output_dir": str(out), "advantage": "marshal", "steps": 2, "eval_every": 1, "plots": False}
     config.update(sft_steps=100, samples_per_step=48, games_in_flight=16)  # games that end in a result, not a typo
     train(TrainConfig.build(config), progress=False)
     turns = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
-    pooled: dict[tuple, list[float]] = {}
+    episodes: dict[tuple, list[dict]] = {}
     for t in turns:
-        pooled.setdefault((t["step"], t["game"], t["role"]), []).append(t["reward"])
-    assert {step for step, _, _ in pooled} == {1, 2} and any(len(set(v)) > 1 for v in pooled.values())
-    for t in turns:
-        values = np.array(pooled[(t["step"], t["game"], t["role"])])
-        assert t["advantage"] == pytest.approx((t["reward"] - values.mean()) / (values.std() + 1e-6), abs=1e-9)
-    assert json.loads((out / "config.json").read_text())["advantage"] == "marshal"
+        episodes.setdefault((t["step"], t["shard"], t["game_index"], t["role"]), []).append(t)
+    kinds = set()
+    for ts in episodes.values():
+        *valid, last = [t["reward"] for t in ts]
+        assert valid == pytest.approx([0.05] * len(valid))
+        shaped = ts[-1]["game_rewards"]
+        mine = shaped[ts[-1]["role"]]
+        if mine == -11.0:  # its invalid answer ended the game
+            assert last == -11.0
+        elif len(set(shaped)) == 1:  # a draw, or a game cut at max_game_actions (0)
+            assert last in (pytest.approx(0.15), pytest.approx(0.05))
+        else:
+            assert last == pytest.approx(mine + 0.05)
+        kinds.add("invalid" if -11.0 in shaped else "even" if len(set(shaped)) == 1 else "result")
+    assert kinds - {"even"}  # some games ended in a result
+    for step in (1, 2):
+        keys = [k for k in episodes if k[0] == step]
+        batch = [Episode(episodes[k][0]["game"], k[3], [t["reward"] for t in episodes[k]],
+                         [t["tokens"] for t in episodes[k]]) for k in keys]  # fmt: skip
+        for k, advantages in zip(keys, marshal_advantages(batch), strict=True):
+            assert [t["advantage"] for t in episodes[k]] == pytest.approx(advantages, abs=1e-9)
+    saved = json.loads((out / "config.json").read_text())
+    assert (saved["advantage"], saved["turn_reward"], saved["invalid_penalty"]) == ("marshal", 0.05, -11.0)
+
+
+def test_a_run_directory_named_as_a_model_points_at_its_checkpoint(finished_run, capsys):
+    """A newcomer's first guess after ``train`` ("run written to runs/X"): ``hf:runs/X`` says which
+    checkpoint plays instead of that the run's config.json is no transformers config."""
+    from spiral_arena.cli import main as cli_main
+
+    assert cli_main(["play", "KuhnPoker-v0", "--p0", f"hf:{finished_run}", "--p1", "random"]) == 2
+    last = sorted((finished_run / "checkpoints").glob("step_*"))[-1]
+    assert f"is a training run; its checkpoints play, the last one as hf:{last}" in capsys.readouterr().err
 
 
 def test_checkpoint_plays_as_an_hf_agent(finished_run):

@@ -15,7 +15,7 @@ from spiral_arena.registry import GameSpec  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
 from trainers.flags import add_arguments, from_arguments  # noqa: E402
 from trainers.losses import KL_ESTIMATORS, kl_per_token, policy_loss, row_coefficients  # noqa: E402
-from trainers.marshal import marshal_advantages, turn_returns  # noqa: E402
+from trainers.marshal import Episode, marshal_advantages, turn_rewards  # noqa: E402
 from trainers.rae import RAE, state_advantages  # noqa: E402
 from trainers.rollout import collect, parse_mixture  # noqa: E402
 
@@ -69,32 +69,43 @@ def test_state_baseline_is_refused_outside_two_player_self_play():
 
 
 def test_marshal_advantages_by_hand():
-    """Reward-to-go per seat, then (G - mean) / std over every turn of the same (game, seat) in the batch.
-    Kuhn seat 0: returns 1, 1, 1 (a 3-turn win) and -1, -1: mean 1/5, std sqrt(24)/5; Kuhn seat 1: 2, 2 and
-    -2: mean 2/3, std sqrt(32)/3; TicTacToe seat 0 with a reward on its first turn too: 1.5, 1, 1, mean 7/6,
-    std sqrt(2)/6; a lone turn is its own mean: 0."""
+    """The released pipeline on two games of one kind. Game A: seat 0 plays turns of 3 and 2 tokens and
+    wins, seat 1 turns of 1 and 2 tokens; game B: one turn each (2 and 1 tokens), a draw paying 0. By hand:
+    1. seat 0's turn rewards 0, 1, 0 have mean 1/3, seat 1's 0, -1, 0 mean -1/3: A0 (-1/3, 2/3), B0 -1/3,
+       A1 (1/3, -2/3), B1 1/3;
+    2. over 11 tokens the mean is 0 and the unbiased variance (4/3)/10: each reward times u = sqrt(7.5);
+    3. reward-to-go: A0 (u/3, 2u/3), B0 -u/3, A1 (-u/3, -2u/3), B1 u/3;
+    4. seat 0's distinct returns with the padding's 0: {-u/3, 0, u/3, 2u/3}, mean u/6 = a; seat 1's mean -a:
+       in units of a, A0 (1, 3), B0 -3, A1 (-1, -3), B1 3;
+    5. token-weighted mean -a/11, unbiased variance (67 - 1/11)/10 a^2: A = (k + 1/11) / sqrt(6.690909)."""
     episodes = [
-        (("Kuhn", 0), [0.0, 0.0, 1.0]),
-        (("Kuhn", 0), [0.0, -1.0]),
-        (("Kuhn", 1), [0.0, 2.0]),
-        (("Kuhn", 1), [-2.0]),
-        (("TTT", 0), [0.5, 0.0, 1.0]),
-        (("Pig", 1), [3.0]),
+        Episode("G", 0, [0.0, 1.0], [3, 2]),
+        Episode("G", 1, [0.0, -1.0], [1, 2]),
+        Episode("G", 0, [0.0], [2]),
+        Episode("G", 1, [0.0], [1]),
     ]
-    assert turn_returns([0.5, 0.0, 1.0]) == [1.5, 1.0, 1.0]
-    s0, s1, s2 = math.sqrt(24) / 5, math.sqrt(32) / 3, math.sqrt(2) / 6
-    expected = [
-        [0.8 / s0] * 3,
-        [-1.2 / s0] * 2,
-        [(4 / 3) / s1] * 2,
-        [(-8 / 3) / s1],
-        [(1 / 3) / s2, (-1 / 6) / s2, (-1 / 6) / s2],
-        [0.0],
+    final = [[(k + 1 / 11) / math.sqrt((67 - 1 / 11) / 10) for k in ks] for ks in ([1, 3], [-1, -3], [-3], [3])]
+    got = marshal_advantages(episodes)
+    for row, want in zip(got, final, strict=True):
+        assert row == pytest.approx(want, abs=1e-6)  # 1e-8 inside the square roots
+    assert got[0] == pytest.approx([0.421741, 1.194933], abs=1e-6)
+    # the released rewards: 0.05 a valid turn, a draw 0.1 (the same games; a float32 run of the released
+    # pipeline gives these to 1e-6)
+    shipped = [
+        Episode("G", 0, turn_rewards(2, 1.0, False, 0.05), [3, 2]),
+        Episode("G", 1, turn_rewards(2, -1.0, False, 0.05), [1, 2]),
+        Episode("G", 0, turn_rewards(1, 0.1, False, 0.05), [2]),
+        Episode("G", 1, turn_rewards(1, 0.1, False, 0.05), [1]),
     ]
-    got = marshal_advantages(episodes, eps=1e-300)
-    for row, want in zip(got, expected, strict=True):
-        assert row == pytest.approx(want, rel=1e-12)
-    assert marshal_advantages([(("K", 0), [1.0]), (("K", 0), [1.0])]) == [[0.0], [0.0]]  # no spread: 0, not nan
+    assert shipped[0].rewards == pytest.approx([0.05, 1.05]) and shipped[3].rewards == pytest.approx([0.15])
+    want = [[0.316624, 1.187339], [-0.474936, -1.187339], [-0.949871], [1.424807]]
+    for row, expected in zip(marshal_advantages(shipped), want, strict=True):
+        assert row == pytest.approx(expected, abs=2e-6)
+    # an invalid answer ends the game: no format reward at that turn, the penalty instead
+    assert turn_rewards(3, -11.0, True, 0.05) == pytest.approx([0.05, 0.05, -11.0])
+    # the game key separates step 1, the seat alone step 4; identical batches: nothing to learn, 0 not nan
+    assert marshal_advantages([Episode("K", 0, [1.0], [2]), Episode("K", 0, [1.0], [2])]) == [[0.0], [0.0]]
+    assert marshal_advantages([Episode("K", 0, [1.0], [1])]) == [[0.0]]  # one token: no variance
 
 
 def test_marshal_is_refused_where_it_does_not_apply():
@@ -104,6 +115,17 @@ def test_marshal_is_refused_where_it_does_not_apply():
         TrainConfig.build({"advantage": "marshal", "rae": False})
     with pytest.raises(ConfigError, match="advantage: must be one of rae, marshal"):
         TrainConfig.build({"advantage": "grpo"})
+    with pytest.raises(ConfigError, match="turn_reward: is a per-turn reward of advantage marshal"):
+        TrainConfig.build({"turn_reward": 0.05})
+
+
+def test_marshal_takes_the_released_rewards_unless_set():
+    released = TrainConfig.build({"advantage": "marshal"})
+    assert (released.turn_reward, released.draw_reward) == (0.05, 0.1)
+    assert (released.invalid_penalty, released.invalid_opponent_reward) == (-11.0, 0.0)
+    mine = TrainConfig.build({"advantage": "marshal", "draw_reward": 0.0, "invalid_penalty": -1.5})
+    assert (mine.turn_reward, mine.draw_reward, mine.invalid_penalty) == (0.05, 0.0, -1.5)
+    assert TrainConfig.build({}).invalid_penalty == -1.5  # RAE keeps its own shaping
 
 
 def test_rae_rejects_bad_decay():

@@ -151,7 +151,12 @@ class TrainConfig:
     "active" only with the games still running at turn t."""
     advantage: str = "rae"
     """Two-player self-play's advantage: "rae", SPIRAL's R - EMA baseline per (game, role); "marshal",
-    MARSHAL's turn-level returns normalised per (game, seat) within the step (trainers.marshal)."""
+    MARSHAL's per-turn rewards through its released normalisation steps (trainers.marshal), with the released
+    rewards (ALGO_RECIPES["marshal"]) unless set."""
+    turn_reward: float = 0.0
+    """advantage marshal: the reward each valid turn carries (MARSHAL's released format reward: 0.05)."""
+    draw_reward: float = 0.0
+    """advantage marshal: a drawn game's reward to both seats (MARSHAL's released environments: 0.1)."""
     rae: bool = True
     """Role-conditioned advantage: R - EMA baseline per (game, role). False = plain REINFORCE on R."""
     rae_decay: float = 0.95
@@ -338,6 +343,8 @@ class TrainConfig:
         settings = dict(RECIPES.get(recipe, {}))  # an unknown recipe is reported by validate()
         algo = known.get("algo", settings.get("algo", "rae"))
         settings.update(ALGO_RECIPES.get(algo, {}))  # the algorithm's own settings, then the recipe's for it
+        if algo == "rae" and known.get("advantage") == "marshal":
+            settings.update(ALGO_RECIPES["marshal"])
         settings.update(ALGO_RECIPES.get(f"{algo}/{recipe}", {}))
         for key in ("game_weights", "game_kl_coefs"):  # a recipe's per-game values were for its own games
             if settings.get(key) and "games" in known and key not in known:

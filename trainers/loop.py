@@ -38,7 +38,7 @@ from trainers.distributed import Distributed, gather_states, optimizer_loader, s
 from trainers.evaluate import NOTES, eval_line, evaluate, final_summary, reasoning
 from trainers.groups import group_advantages
 from trainers.learner import autocast, lr_factor, update
-from trainers.marshal import marshal_advantages
+from trainers.marshal import assign_marshal
 from trainers.metrics import MetricsLog, progress_bar, rollout_metrics
 from trainers.pool import OpponentPool
 from trainers.rae import RAE, state_advantages
@@ -289,16 +289,9 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                 keys = [(s, game.game, game.record.seed) for s in sorted(by_shard) for game in by_shard[s]]
                 with autocast(config, device):
                     group_stats = group_advantages(results, keys, config, model, policy)
-            elif config.advantage == "marshal":  # each seat's turns: reward-to-go, normalised per (game, seat)
+            elif config.advantage == "marshal":  # each turn's reward through the released pipeline
                 group_stats = {}
-                episodes = [
-                    (g, seat, [t for t in g.turns if t.role == seat]) for g in results for seat in g.policy_seats
-                ]
-                episodes = [e for e in episodes if e[2]]  # a seat whose opponent ended the game first: nothing to train
-                rewards = [((g.game, seat), [0.0] * (len(ts) - 1) + [g.shaped[seat]]) for g, seat, ts in episodes]
-                for (_, _, ts), advs in zip(episodes, marshal_advantages(rewards), strict=True):
-                    for turn, adv in zip(ts, advs, strict=True):
-                        turn.advantage = adv
+                assign_marshal(results, config.turn_reward, config.draw_reward)
             else:
                 group_stats = {}
                 for game in results:

@@ -104,6 +104,7 @@ class MetricsLog:
                     "action": response_action(t.response),
                     "reward": t.reward,
                     "advantage": t.advantage,
+                    "tokens": len(t.response_ids),
                     "game_index": index,
                     "shard": game.shard,
                     "game_rewards": list(game.shaped),

@@ -127,6 +127,9 @@ ALGO_RECIPES: dict[str, dict[str, Any]] = {
     "rae/spiral": {"rollout_shards": 8, "rae_scope": "shard"},
     "starpo": {**_GROUP_PPO, "aggregation": "game_mean_token_mean"},
     "delta-belief": {**_GROUP_PPO, "aggregation": "group_mean_token_mean"},
+    # MARSHAL's released rewards (thu-nics/MARSHAL 2db0222, tictactoe/env.py and env_manager.py): a valid turn
+    # 0.05, a draw 0.1, an invalid answer the game lost and 10 more (-11) with 0 to the other player
+    "marshal": {"turn_reward": 0.05, "draw_reward": 0.1, "invalid_penalty": -11.0, "invalid_opponent_reward": 0.0},
     "starpo/tiny": _GROUP_TINY,
     "delta-belief/tiny": _GROUP_TINY,
 }

@@ -400,6 +400,10 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
             found.append(("rae", "false turns RAE's baseline off; advantage marshal has none (use advantage rae)"))
         if config.state_baseline:
             found.append(("state_baseline", "replaces RAE's advantages; with advantage marshal use 0"))
+    if not bad & {"advantage", "turn_reward", "draw_reward"} and config.advantage != "marshal":
+        for name in ("turn_reward", "draw_reward"):
+            if getattr(config, name):
+                found.append((name, "is a per-turn reward of advantage marshal; with advantage rae use 0"))
     if not bad & {"algo", "state_baseline"} and config.algo != "rae" and config.state_baseline:
         found.append(("state_baseline", f"is for algo rae (two-player self-play); {config.algo} compares groups"))
     if not bad & {"algo", "groups_per_step", "rollout_shards"} and config.algo != "rae":

@@ -104,6 +104,9 @@ def model_path_problem(path: str, hub: bool = True) -> str | None:
         return None
     local = Path(path).expanduser()
     if local.is_dir():
+        steps = sorted((local / "checkpoints").glob("step_*")) if (local / "checkpoints").is_dir() else []
+        if steps:  # a training run's own directory: its config.json is the run's, not a model's
+            return f"{path} is a training run; its checkpoints play, the last one as hf:{steps[-1]}"
         if (local / "config.json").is_file() or (local / ADAPTER_FILE).is_file():
             return files_problem(local)  # damaged files, named, rather than a traceback from the loader
         return f"{path} holds no config.json: not a transformers model or checkpoint directory"
