@@ -50,6 +50,9 @@ DELTA_BELIEF = "tests/test_trainer_groups.py::test_delta_belief_advantages_and_s
 LAYERS = "tests/test_layering.py::test_a_layer_imports_nothing_above_it"
 VERL_UPDATE = "tests/test_upstream_updates.py::test_twenty_questions_update_is_verls"
 VLLM_PYTHON = ".venv-vllm/bin/python"
+TIS_CALL = "tests/test_async.py::test_the_learner_weighs_by_learner_over_engine_not_the_reverse"
+TIS_LEVELS = "tests/test_async.py::test_two_sided_and_sequence_level_weights_by_hand"
+MARSHAL = "tests/test_trainer_units.py::test_marshal_advantages_by_hand"
 VLLM_SAMPLING = "tests/test_vllm_engine.py::test_reported_logprobs_are_the_learners_at_the_requested_sampling"
 VLLM_STOPS = "tests/test_vllm_engine.py::test_stop_tokens_end_replies_and_only_they_finish_one"
 
@@ -344,9 +347,72 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "async: masked importance sampling keeps the ratios above the cap",
         "trainers/losses.py",
-        "weights = torch.where(capped, 0.0, rho)",
+        "weights = torch.where(bounded, 0.0, rho)",
         "weights = rho",
         ("tests/test_async.py::test_importance_weights_against_hand_computed_ratios",),
+    ),
+    Mutant(
+        "tis: the learner's and the engine's log-probs swapped in the learner's call",
+        "trainers/learner.py",
+        "logp.float(), behaviour, row_known.float(), config.tis,",
+        "behaviour, logp.float(), row_known.float(), config.tis,",
+        (TIS_CALL,),
+    ),
+    Mutant(
+        "tis: the two-sided mask ignores its lower bound",
+        "trainers/losses.py",
+        "bounded = ((rho > cap) | (rho < lower)) & live",
+        "bounded = (rho > cap) & live",
+        (TIS_LEVELS,),
+    ),
+    Mutant(
+        "tis: the geometric level takes the product, not the mean",
+        "trainers/losses.py",
+        "total = total / known.sum(dim=1, keepdim=True).clamp(min=1.0)",
+        "total = total",
+        (TIS_LEVELS,),
+    ),
+    Mutant(
+        "tis: the sequence level weighs each token by its own ratio",
+        "trainers/losses.py",
+        "rho = torch.exp(total.clamp(-20.0, 20.0)).expand_as(log_ratio)",
+        "rho = torch.exp(log_ratio.clamp(-20.0, 20.0))",
+        (TIS_LEVELS,),
+    ),
+    Mutant(
+        "tis: masked tokens stay in the denominator though asked to leave",
+        "trainers/learner.py",
+        "for row, n in zip(batch, ((w != 0).float() * mask).sum(dim=1).tolist(), strict=True):",
+        "for row, n in zip(batch, mask.sum(dim=1).tolist(), strict=True):",
+        ("tests/test_async.py::test_masked_tokens_leave_the_denominator_when_asked",),
+    ),
+    Mutant(
+        "marshal: step 4 takes the plain mean of the returns, not of the distinct ones",
+        "trainers/marshal.py",
+        "baseline = {seat: sum(values) / len(values) for seat, values in distinct.items()}",
+        "baseline = {seat: 0.0 for seat in distinct}",
+        (MARSHAL,),
+    ),
+    Mutant(
+        "marshal: step 1 centres per seat over every game kind",
+        "trainers/marshal.py",
+        "pooled[(e.game, e.seat)].extend(e.rewards)",
+        "pooled[(None, e.seat)].extend(e.rewards)",
+        (MARSHAL,),
+    ),
+    Mutant(
+        "marshal: an invalid answer keeps its format reward",
+        "trainers/marshal.py",
+        "        rewards[-1] = 0.0",
+        "        rewards[-1] = turn_reward",
+        (MARSHAL,),
+    ),
+    Mutant(
+        "cfr+: the opponent's unplayed actions are skipped (the average policy differs from OpenSpiel's)",
+        "spiral_arena/analysis/cfr.py",
+        "for p, (_, child) in zip(probs, node.children, strict=True)\n            )",
+        "for p, (_, child) in zip(probs, node.children, strict=True) if p\n            )",
+        ("tests/test_cfr.py::test_cfr_plus_is_openspiels_iteration_for_iteration",),
     ),
     Mutant(
         "async: one update staler than the schedule",

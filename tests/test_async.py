@@ -56,6 +56,81 @@ def test_importance_weights_against_hand_computed_ratios():
         importance_weights(learner, engine, known, "truncate", 0.5)
 
 
+def test_two_sided_and_sequence_level_weights_by_hand():
+    """verl's rollout correction: a two-sided mask keeps lower <= rho <= cap; the sequence level weighs every
+    token by the row's product of ratios, the geometric level by their geometric mean, unknown tokens left
+    out of both."""
+    learner = torch.tensor([[-1.0, -0.5, -2.0, -0.1], [-0.2, -0.2, 0.0, 0.0]])
+    engine = torch.tensor([[-1.5, -0.5, -0.2, -3.0], [-0.3, -0.4, 0.0, 0.0]])
+    known = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])  # row 1 has two tokens
+    rho = [math.exp(0.5), 1.0, math.exp(-1.8)]  # e^-1.8 = 0.165
+    w, _, bounded = importance_weights(learner, engine, known, "mask", 2.0, lower=0.5)
+    assert w[0].tolist() == pytest.approx([rho[0], 1.0, 0.0, 1.0])  # 0.165 < 0.5: masked from below
+    assert bounded[0].tolist() == [False, False, True, False]
+    # sequence: row 0's log-ratios 0.5 + 0 - 1.8 = -1.3, row 1's 0.1 + 0.2 = 0.3
+    w, ratio, _ = importance_weights(learner, engine, known, "truncate", 2.0, level="sequence")
+    assert w[0].tolist() == pytest.approx([math.exp(-1.3)] * 3 + [1.0])
+    assert w[1].tolist() == pytest.approx([math.exp(0.3)] * 2 + [1.0, 1.0])
+    assert ratio[0, 0].item() == pytest.approx(math.exp(-1.3))
+    w, _, bounded = importance_weights(learner, engine, known, "mask", 2.0, lower=0.5, level="sequence")
+    assert w[0].tolist() == pytest.approx([0.0, 0.0, 0.0, 1.0])  # the whole turn masked: e^-1.3 = 0.27 < 0.5
+    assert bounded[0].tolist() == [True, True, True, False] and not bounded[1].any()
+    # geometric: row 0's mean log-ratio -1.3 / 3, row 1's 0.3 / 2
+    w, _, _ = importance_weights(learner, engine, known, "mask", 2.0, lower=0.5, level="geometric")
+    assert w[0].tolist() == pytest.approx([math.exp(-1.3 / 3)] * 3 + [1.0])  # 0.648: kept
+    assert w[1].tolist() == pytest.approx([math.exp(0.15)] * 2 + [1.0, 1.0])
+    with pytest.raises(ValueError, match="tis_level must be one of"):
+        importance_weights(learner, engine, known, "mask", 2.0, level="turn")
+    with pytest.raises(ValueError, match="tis_lower must be in"):
+        importance_weights(learner, engine, known, "mask", 2.0, lower=1.5)
+
+
+def test_the_learner_weighs_by_learner_over_engine_not_the_reverse():
+    """``learner.tis_weights``, the call the update makes: rho = pi_learner / pi_engine. With the arguments
+    swapped, the cap would act on engine / learner: a token the learner now prefers (rho = e^1) would be
+    capped at 2 in the wrong place and one it now avoids (rho = e^-1) would not."""
+    from trainers.learner import tis_weights
+
+    config = TrainConfig.build({"tis": "truncate"})
+    logp = torch.tensor([[-0.5, -3.0]])  # the learner's log-probs of one row's two tokens
+    engine = torch.tensor([[-1.5, -2.0]])  # the engine's, recorded while sampling
+    sampled = (torch.tensor([0]), engine, torch.ones_like(engine))
+    totals = {"tis_sum": 0.0, "tis_tokens": 0.0, "tis_capped": 0.0, "tis_max": 0.0}
+    w = tis_weights(1, logp, sampled, config, totals)
+    assert w[0].tolist() == pytest.approx([min(math.e, 2.0), math.exp(-1.0)])  # [2, 0.368], not [0.368, 2]
+    assert totals["tis_capped"] == 1.0 and totals["tis_max"] == pytest.approx(math.e)
+
+
+def test_masked_tokens_leave_the_denominator_when_asked():
+    """``drop_masked`` with token_mean: two turns of 3 and 2 tokens, one token of the first masked, so the
+    loss's token count is 4, not 5 (each row's coefficient 1/4); per turn (seq_mean_token_mean) the first
+    turn's own count is 2: coefficients 1/(2*2) and 1/(2*2)."""
+    from trainers.learner import Row, drop_masked
+    from trainers.rollout import Turn
+
+    turns = [Turn("g", 0, "p", [1], [5, 6, 7], [0.0] * 3, "r", True, advantage=1.0, group_id=0),
+             Turn("g", 0, "q", [2], [8, 9], [0.0] * 2, "s", True, advantage=-1.0, group_id=1)]  # fmt: skip
+    rows = [Row([turns[0]], 0.2, 1.0), Row([turns[1]], 0.2, -1.0)]
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    weights = torch.tensor([[1.3, 0.0, 0.9], [1.0, 1.1, 1.0]])  # the first turn's second token masked
+
+    def local(values):
+        return values
+
+    for aggregation, expected in (("token_mean", [0.25, 0.25]), ("seq_mean_token_mean", [0.25, 0.25])):
+        config = TrainConfig.build({"tis": "mask", "tis_drop_masked": True, "aggregation": aggregation})
+        drop_masked(turns, [rows], [weights], [mask], config, local)
+        assert [r.coefficient for r in rows] == pytest.approx(expected)
+        assert [r.advantage for r in rows] == [1.0, -1.0]
+    config = TrainConfig.build({"tis": "mask", "tis_drop_masked": True, "aggregation": "dr_grpo"})
+    drop_masked(turns, [rows], [weights], [mask], config, local)  # Dr.GRPO divides by the limit, not the count
+    assert [r.coefficient for r in rows] == pytest.approx([1 / (2 * config.max_new_tokens)] * 2)
+    with pytest.raises(ConfigError, match="tis_drop_masked: applies to tis mask"):
+        TrainConfig.build({"tis": "truncate", "tis_drop_masked": True})
+    with pytest.raises(ConfigError, match="tis_lower: applies to tis mask"):
+        TrainConfig.build({"tis_lower": 0.5})
+
+
 def test_token_weights_multiply_each_tokens_ppo_loss():
     """PPO-clip with weights: -sum_t w_t * min(r_t A, clip(r_t) A) * coefficient, by hand."""
     logp = torch.tensor([[-1.0, -2.0], [-0.5, -0.3]])
@@ -159,10 +234,11 @@ def test_a_resumed_async_run_continues_exactly(async_run, tmp_path):
 @pytest.mark.parametrize(
     "extra",
     [
-        {"async_steps": 2, "opponent_pool": 2, "pool_prob": 0.5, "pool_every": 1, "tis": "mask"},
+        {"async_steps": 2, "opponent_pool": 2, "pool_prob": 0.5, "pool_every": 1, "tis": "mask",
+         "tis_lower": 0.5, "tis_level": "geometric", "tis_drop_masked": True},  # verl's two-sided mask, per turn
         {"async_steps": 1, "opponent": "random", "steps": 3},
     ],
-    ids=["k2-pool-mask", "fixed-opponent"],
+    ids=["k2-pool-verl-mask", "fixed-opponent"],
 )
 def test_staleness_bound_with_the_pool_and_fixed_opponents(tmp_path, extra):
     out = tmp_path / "run"
@@ -172,6 +248,7 @@ def test_staleness_bound_with_the_pool_and_fixed_opponents(tmp_path, extra):
     assert [r["async/staleness"] for r in metrics] == [min(s - 1, k) for s in range(1, len(metrics) + 1)]
     if "opponent_pool" in extra:  # snapshots join as the actor loads each version: warm start, then 1, 2
         assert [r["pool/snapshots"] for r in metrics] == [1, 1, 1, 2]
+        assert all(0 <= r["tis/capped_share"] <= 1 and r["tis/ratio_mean"] > 0 for r in metrics)
         assert max(r["pool/games_share"] for r in metrics) > 0
     else:  # the policy holds one seat of every game, the opponent the other
         transcripts = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]

@@ -154,9 +154,11 @@ class TrainConfig:
     MARSHAL's per-turn rewards through its released normalisation steps (trainers.marshal), with the released
     rewards (ALGO_RECIPES["marshal"]) unless set."""
     turn_reward: float = 0.0
-    """advantage marshal: the reward each valid turn carries (MARSHAL's released format reward: 0.05)."""
+    """advantage marshal: the reward each valid turn carries (--advantage marshal sets MARSHAL's released
+    format reward, 0.05, unless given)."""
     draw_reward: float = 0.0
-    """advantage marshal: a drawn game's reward to both seats (MARSHAL's released environments: 0.1)."""
+    """advantage marshal: a drawn game's reward to both seats (--advantage marshal sets the released
+    environments' 0.1 unless given)."""
     rae: bool = True
     """Role-conditioned advantage: R - EMA baseline per (game, role). False = plain REINFORCE on R."""
     rae_decay: float = 0.95
@@ -251,7 +253,17 @@ class TrainConfig:
     rho <= tis_cap and by 0 above (masked importance sampling), "none" leaves it; "auto" is truncate with
     async_steps >= 1 and none without (the run's config.json records the choice made)."""
     tis_cap: float = 2.0
-    """The cap of tis (Oat's tis_c, which SPIRAL's repository uses)."""
+    """The upper bound of tis (Oat's tis_c, 2 by default there and in verl; SPIRAL applied no correction)."""
+    tis_lower: float = 0.0
+    """tis mask: a ratio below this is masked too (two-sided, as verl's rollout_is, whose default is
+    1 / tis_cap, and IcePop); 0 masks above the cap only (TRL's token_mask)."""
+    tis_level: str = "token"
+    """Whose ratio tis bounds: "token", each token's; "sequence", the turn's product of token ratios
+    (verl's sequence level); "geometric", their geometric mean. A turn's ratio weighs (or masks) all its
+    tokens."""
+    tis_drop_masked: bool = False
+    """tis mask: masked tokens leave the loss's token counts (its denominator) as well as its sum, as verl
+    does; off, they count as tokens of loss 0 (TRL, IcePop)."""
 
     # --- SFT warm start --------------------------------------------------------------------
     sft_steps: int = 0

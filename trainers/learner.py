@@ -62,7 +62,8 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     unit = UNITS.get(config.aggregation)
     parts: list[list[list[Row]]] = []  # each part's micro-batches of rows
-    for part in split_by_group(turns, config.mini_batches):
+    split = split_by_group(turns, config.mini_batches)
+    for part in split:
         units = torch.tensor([t.game_id if unit == "game" else t.group_id for t in part], dtype=torch.long)
         tokens = torch.tensor([float(len(t.response_ids)) for t in part], dtype=torch.float64)
         coefficients = row_coefficients(tokens, config.aggregation, config.max_new_tokens, units, ddp.sum)
@@ -109,6 +110,9 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
                     part.append(tis_weights(len(batch), logp, sampled, config, totals))
             if tis is not None:
                 tis.append(part)
+    if tis is not None and config.tis_drop_masked:
+        for part_turns, batches, weights, before in zip(split, parts, tis, old, strict=True):
+            drop_masked(part_turns, batches, weights, [mask for _, mask in before], config, ddp.sum)
     model.train()
     for epoch in range(config.epochs):
         for k, batches in enumerate(parts):
@@ -251,13 +255,37 @@ def tis_weights(n_rows: int, logp: torch.Tensor, sampled: tuple, config: TrainCo
     count = torch.zeros(n_rows, device=logp.device).index_add_(0, rows, torch.ones_like(rows, dtype=torch.float))
     behaviour = torch.zeros_like(logp, dtype=torch.float).index_add_(0, rows, engine_logp) / count[:, None]
     row_known = torch.zeros_like(behaviour).index_add_(0, rows, known) == count[:, None]  # every member's is known
-    weights, rho, capped = importance_weights(logp.float(), behaviour, row_known.float(), config.tis, config.tis_cap)
+    weights, rho, capped = importance_weights(
+        logp.float(), behaviour, row_known.float(), config.tis, config.tis_cap, config.tis_lower, config.tis_level
+    )
     counted = row_known.float() * count[:, None]  # statistics per turn, as the gap's
     totals["tis_sum"] += float((rho * counted).sum())
     totals["tis_tokens"] += float(counted.sum())
     totals["tis_capped"] += float((capped.float() * counted).sum())
     totals["tis_max"] = max(totals["tis_max"], float((rho * row_known).max()) if row_known.any() else 0.0)
     return weights.to(logp.dtype)
+
+
+def drop_masked(
+    turns: list[Turn], batches: list[list[Row]], weights: list[torch.Tensor], masks: list[torch.Tensor], config, reduce
+) -> None:
+    """``tis_drop_masked``: the part's row coefficients computed again from the tokens the importance mask
+    kept (``weights`` not 0, within ``masks``), so a masked token leaves the loss's token counts as well as
+    its sum (verl's rollout correction); each row's advantage stays its members' coefficient-weighted mean."""
+    kept: dict[int, float] = {}
+    for batch, w, mask in zip(batches, weights, masks, strict=True):
+        for row, n in zip(batch, ((w != 0).float() * mask).sum(dim=1).tolist(), strict=True):
+            kept.update((id(t), n) for t in row.turns)
+    unit = UNITS.get(config.aggregation)
+    units = torch.tensor([t.game_id if unit == "game" else t.group_id for t in turns], dtype=torch.long)
+    tokens = torch.tensor([kept.get(id(t), 0.0) for t in turns], dtype=torch.float64)
+    new = row_coefficients(tokens, config.aggregation, config.max_new_tokens, units, reduce).tolist()
+    coefficient = dict(zip(map(id, turns), new, strict=True))
+    for batch in batches:
+        for row in batch:
+            weight = sum(coefficient.get(id(t), 0.0) for t in row.turns)
+            mean = sum(coefficient.get(id(t), 0.0) * t.advantage for t in row.turns) / weight if weight else 0.0
+            row.coefficient, row.advantage = weight, mean
 
 
 def add_gap(gap: list[float], logp: torch.Tensor, sampled: tuple) -> None:

@@ -21,6 +21,7 @@ AGGREGATIONS = ("dr_grpo", "token_mean", "seq_mean_token_mean", "game_mean_token
 KL_ESTIMATORS = ("k3", "k2")
 LOSSES = ("ppo", "reinforce")
 TIS_MODES = ("none", "truncate", "mask")
+TIS_LEVELS = ("token", "sequence", "geometric")
 # the token means, by what one unit of the mean is: every token of the batch, one turn, one game, one group
 UNITS = {"token_mean": "batch", "seq_mean_token_mean": "turn", "game_mean_token_mean": "game",
          "group_mean_token_mean": "group"}  # fmt: skip
@@ -137,30 +138,53 @@ def policy_loss(
 
 
 def importance_weights(
-    learner_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, known: torch.Tensor, mode: str, cap: float
+    learner_logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    known: torch.Tensor,
+    mode: str,
+    cap: float,
+    lower: float = 0.0,
+    level: str = "token",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-token weights that correct rollouts sampled by other weights than the learner's: the ratio
-    rho = exp(log pi_learner - log mu), pi_learner being the learner's log-probs before its first optimiser
-    step of the policy step (PPO's old ones) and mu the engine's at sampling. ``mode`` "truncate" is
-    truncated importance sampling, min(rho, cap); "mask" keeps rho where rho <= cap and gives the token
-    weight 0 above it (masked importance sampling); "none" is 1. Where ``known`` is 0 (a token whose
-    sampling log-prob was not recorded, or padding) the weight is 1. TRL's ``token_truncate`` and
-    ``token_mask``, with its cap from above only.
+    """Per-token weights that correct rollouts sampled by other weights than the learner's, from the ratio
+    rho = pi_learner / mu, pi_learner being the learner's log-probs before its first optimiser step of the
+    policy step (PPO's old ones) and mu the engine's at sampling. ``level`` says whose ratio: "token", each
+    token's own; "sequence", the row's product exp(sum of log-ratios) (verl's sequence-level ratio);
+    "geometric", the row's geometric mean exp(mean of log-ratios) (the per-token size of the sequence's
+    mismatch); a row's ratio weighs each of its tokens. The log-ratio (its sum for a sequence) is held to
+    [-20, 20]. ``mode``: "truncate", min(rho, cap) (truncated importance sampling); "mask", rho where
+    lower <= rho <= cap and 0 outside (masked importance sampling: verl's rollout_is masks two-sided with
+    lower 1/cap, TRL and the first masked IS above the cap only, lower 0); "none", 1. Where ``known`` is 0
+    (a token whose sampling log-prob was not recorded, or padding) the weight is 1, and it takes no part in
+    a row's ratio.
 
-    Returns (weights, rho, capped): rho and where the cap acted, for the statistics."""
+    Returns (weights, rho, bounded): each token's rho and where the bounds acted, for the statistics."""
     if mode not in TIS_MODES:
         raise ValueError(f"tis must be one of {TIS_MODES}, got {mode!r}")
+    if level not in TIS_LEVELS:
+        raise ValueError(f"tis_level must be one of {TIS_LEVELS}, got {level!r}")
     if cap < 1.0:
         raise ValueError(f"tis_cap must be at least 1 (a ratio of 1 is on-policy), got {cap}")
-    rho = torch.exp(((learner_logprobs - behaviour_logprobs) * known).clamp(-20.0, 20.0))
-    capped = (rho > cap) & (known > 0)
+    if not 0.0 <= lower <= 1.0:
+        raise ValueError(f"tis_lower must be in [0, 1] (a ratio of 1 is on-policy), got {lower}")
+    log_ratio = (learner_logprobs - behaviour_logprobs) * known
+    if level == "token":
+        rho = torch.exp(log_ratio.clamp(-20.0, 20.0))
+    else:
+        total = log_ratio.sum(dim=1, keepdim=True)
+        if level == "geometric":
+            total = total / known.sum(dim=1, keepdim=True).clamp(min=1.0)
+        rho = torch.exp(total.clamp(-20.0, 20.0)).expand_as(log_ratio)
+    live = known > 0
     if mode == "truncate":
+        bounded = (rho > cap) & live
         weights = rho.clamp(max=cap)
     elif mode == "mask":
-        weights = torch.where(capped, 0.0, rho)
+        bounded = ((rho > cap) | (rho < lower)) & live
+        weights = torch.where(bounded, 0.0, rho)
     else:
-        weights, capped = torch.ones_like(rho), torch.zeros_like(capped)
-    return torch.where(known > 0, weights, 1.0), rho, capped
+        weights, bounded = torch.ones_like(rho), torch.zeros_like(live)
+    return torch.where(live, weights, 1.0), rho, bounded
 
 
 def kl_per_token(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:

@@ -48,6 +48,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "lr_schedule": ("constant", "warmup", "cosine"),
     "kl_estimator": ("k3", "k2"),  # trainers.losses.KL_ESTIMATORS (which imports torch)
     "tis": ("auto", "none", "truncate", "mask"),  # and trainers.losses.TIS_MODES
+    "tis_level": ("token", "sequence", "geometric"),  # trainers.losses.TIS_LEVELS
 }
 
 
@@ -119,6 +120,7 @@ RANGES: dict[str, Range] = {
     "logprob_gap_warn": _NON_NEGATIVE,
     "async_steps": _NON_NEGATIVE,
     "tis_cap": Range(1, text="at least 1 (a ratio of 1 is on-policy)"),
+    "tis_lower": Range(0, 1, text="in [0, 1] (a ratio of 1 is on-policy; 0 = no lower bound)"),
     "sft_steps": _NON_NEGATIVE,
     "sft_batch": _AT_LEAST_1,
     "sft_naming": Range(0, 1),
@@ -400,6 +402,10 @@ def relation_problems(config: Any, bad: set[str]) -> list[tuple[str, str]]:
             found.append(("rae", "false turns RAE's baseline off; advantage marshal has none (use advantage rae)"))
         if config.state_baseline:
             found.append(("state_baseline", "replaces RAE's advantages; with advantage marshal use 0"))
+    if not bad & {"tis", "tis_lower", "tis_drop_masked"} and config.tis != "mask":
+        for name in ("tis_lower", "tis_drop_masked"):
+            if getattr(config, name):
+                found.append((name, f"applies to tis mask (tis is {config.tis})"))
     if not bad & {"advantage", "turn_reward", "draw_reward"} and config.advantage != "marshal":
         for name in ("turn_reward", "draw_reward"):
             if getattr(config, name):
