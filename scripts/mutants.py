@@ -396,8 +396,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "marshal: step 1 centres per seat over every game kind",
         "trainers/marshal.py",
-        "pooled[(e.game, e.seat)].extend(e.rewards)",
-        "pooled[(None, e.seat)].extend(e.rewards)",
+        "keys = [(e.game, e.seat) for e in episodes]",
+        "keys = [(None, e.seat) for e in episodes]",
         (MARSHAL,),
     ),
     Mutant(

@@ -103,7 +103,10 @@ def test_marshal_advantages_by_hand():
         assert row == pytest.approx(expected, abs=2e-6)
     # an invalid answer ends the game: no format reward at that turn, the penalty instead
     assert turn_rewards(3, -11.0, True, 0.05) == pytest.approx([0.05, 0.05, -11.0])
-    # the game key separates step 1, the seat alone step 4; identical batches: nothing to learn, 0 not nan
+    # the game key separates step 1: a lone turn per (game, seat) is its own mean, so nothing is left to learn
+    lone = [Episode("A", 0, [1.0], [1]), Episode("B", 0, [0.0], [1]), Episode("A", 1, [-1.0], [1])]
+    assert marshal_advantages(lone) == [[0.0], [0.0], [0.0]]
+    # identical batches: nothing to learn, 0 not nan
     assert marshal_advantages([Episode("K", 0, [1.0], [2]), Episode("K", 0, [1.0], [2])]) == [[0.0], [0.0]]
     assert marshal_advantages([Episode("K", 0, [1.0], [1])]) == [[0.0]]  # one token: no variance
 

@@ -78,11 +78,12 @@ def marshal_advantages(episodes: Sequence[Episode]) -> list[list[float]]:
     if sum(flat_tokens) < 2:
         return [[0.0] * len(e.rewards) for e in episodes]
     # 1. centre each turn's reward per (game, seat)
+    keys = [(e.game, e.seat) for e in episodes]
     pooled: dict[tuple, list[float]] = defaultdict(list)
-    for e in episodes:
-        pooled[(e.game, e.seat)].extend(e.rewards)
+    for key, e in zip(keys, episodes, strict=True):
+        pooled[key].extend(e.rewards)
     means = {key: sum(values) / len(values) for key, values in pooled.items()}
-    centred = [[r - means[(e.game, e.seat)] for r in e.rewards] for e in episodes]
+    centred = [[r - means[key] for r in e.rewards] for key, e in zip(keys, episodes, strict=True)]
     # 2. whiten over the batch's tokens: the reward on each turn's last token, 0 on the others
     count = sum(flat_tokens)
     mean = sum(r for rewards in centred for r in rewards) / count
