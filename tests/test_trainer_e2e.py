@@ -527,6 +527,20 @@ def test_cli_training_output_summary_and_resume(tmp_path, capsys):
     assert "STOPPED EARLY by time_limit_s=0.001 at step 1 of 4" in captured.err
     assert "No evaluation ran: time_limit_s=0.001 passed first (checkpoints/step_000001)" in captured.out
     assert rows(hurried)[-1]["step"] == 1 and rows(hurried)[-1]["stopped_by_time_limit"] == 1.0
+    early = "STOPPED EARLY at step 1 of 4 by time_limit_s=0.001"
+    assert captured.out.splitlines()[-1] == f"run written to {hurried}; {early}"  # the last line says so
+    cut = hurried / "checkpoints" / "step_000001"
+    assert json.loads((cut / SETTINGS_FILE).read_text())["stopped_early"] == early[len("STOPPED EARLY ") :]
+    assert "stopped_early" not in json.loads((out / "checkpoints" / "step_000004" / SETTINGS_FILE).read_text())
+    # wherever it plays, it is named as stopped early: play, and the leaderboard's notes (the web page's too)
+    game = "KuhnPoker-v0:rounds=1;reward=chips"
+    assert cli_main(["play", game, "--p0", f"hf:{cut}", "--p1", "random", "--games", "1", "--quiet"]) == 0
+    said = capsys.readouterr()
+    assert f"hf:{cut} is from a run {early}, not the trained policy" in said.out + said.err
+    from leaderboard.entrants import notes, parse_entrants
+
+    marked = notes(parse_entrants(f"hf:{cut},random"), [game])
+    assert marked == {(f"hf:{cut}", game): f"hf:{cut} is from a run {early}, not the trained policy"}
 
     empty = tmp_path / "empty"
     assert cli_main(["train", f"--output-dir={empty}", "--resume"]) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from spiral_arena.models.checkpoints import read_settings
 from trainers.config import ConfigError
 from trainers.flags import add_arguments, from_arguments
 
@@ -24,7 +25,9 @@ def run(args: argparse.Namespace, prog: str) -> int:
     except ValueError as error:  # what only the launch can tell (e.g. torchrun's ranks), before any model
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
-    print(f"run written to {run_dir}")
+    saved = sorted((run_dir / "checkpoints").glob("step_*"))  # the last line says whether the run was cut short
+    stopped = read_settings(saved[-1]).get("stopped_early") if saved else None
+    print(f"run written to {run_dir}" + (f"; STOPPED EARLY {stopped}" if stopped else ""))
     return 0
 
 

@@ -74,6 +74,8 @@ def save(
             (GameSpec.parse(game), config.get("obs_format", "")) for game in config.get("games", "").split(",") if game
         ),
         "base_model": extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
+        # a run cut by its time limit: whoever plays or ranks this checkpoint is told (``Trained.reading``)
+        **({"stopped_early": extra["stopped_early"]} if extra.get("stopped_early") else {}),
         # how the run evaluated it: hf:/vllm:PATH play with these unless told otherwise, so a checkpoint
         # plays as well as the run's own evaluation said
         "sampling": Sampling(

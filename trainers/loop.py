@@ -394,6 +394,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
                         {
                             "config": asdict(config),
                             "base_model": base_model_path(config, run_dir),
+                            **({"stopped_early": f"at step {step} of {config.steps} by time_limit_s="
+                                f"{config.time_limit_s:g}"} if last and step < config.steps else {}),  # fmt: skip
                             **streams,
                         },
                         model_state,

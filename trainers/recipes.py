@@ -17,11 +17,12 @@ from typing import Any
 # early on the seeds tried). Kuhn is played for chips (``reward=chips``), the payoff its exploitability is
 # measured in: for +1/-1 to the hand's winner, calling a bet with the Jack loses no more than folding and
 # calling with the Queen is always right, and the policy settled on them (exploitability ~0.20). A fixed 200
-# steps (at 160 one seed's last policy lost 5% of its TicTacToe games against the expert to invalid answers),
-# the time limit only a safety stop; 200 evaluation games per seat and opponent on the training games at
-# steps 0, 100 and 200, a checkpoint at each (the evaluations draw on none of training's random streams, so
-# their schedule does not change the run); micro-batches of 128 rows (a fifth faster than 512 on 2 cores); a
-# 400-step warm start (its loss is flat from step ~250 on). These three kept the main job under 10 minutes.
+# steps (at 160 one seed's last policy lost 5% of its TicTacToe games against the expert to invalid answers) and
+# no time limit (a user's choice: a slower machine takes longer, it does not end half-trained); 200 evaluation
+# games per seat and opponent on the training games at steps 0, 100 and 200, a checkpoint at each (the
+# evaluations draw on none of training's random streams, so their schedule does not change the run);
+# micro-batches of 128 rows (a fifth faster than 512 on 2 cores); a 400-step warm start (its loss is flat from
+# step ~250 on). These three kept the main job under 10 minutes.
 # SPIRAL's third game, SimpleNegotiation, trains beside them (weights 4:2:2: a negotiation is ten turns, a TicTacToe
 # game five to nine and a Kuhn hand two or three, so the turns split about 21/34/45; with one negotiation in six games,
 # one seed of four never learned which offers to accept). TicTacToe has two games in eight, not one in seven: with one,
@@ -46,7 +47,6 @@ RECIPES: dict[str, dict[str, Any]] = {
         "games_in_flight": 256,
         "max_new_tokens": 12,
         "steps": 200,
-        "time_limit_s": 900.0,
         "loss": "reinforce",
         "epochs": 1,
         "micro_batch": 128,

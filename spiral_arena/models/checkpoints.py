@@ -114,7 +114,8 @@ def games_record(games: Iterable[tuple[GameSpec, str]]) -> list[dict[str, str]]:
 class Reading:
     """How one player reads a match: ``text``, what its seat is shown (``registry.SeatText``: text options
     of the game and ``obs_format``; empty = the match's own text), and ``note``, one line when the match is
-    not the game it was trained on (other rules or payoff, a game it never trained, no record at all)."""
+    not the game it was trained on (other rules or payoff, a game it never trained, no record at all) or
+    the checkpoint is from a run its time limit stopped early."""
 
     text: dict[str, Any] = field(default_factory=dict)
     note: str | None = None
@@ -138,6 +139,7 @@ class Trained:
             (GameSpec.parse(entry["game"]), entry.get("obs_format", "")) for entry in settings.get("games") or ()
         ]
         self.recorded = "games" in settings
+        self.stopped_early = settings.get("stopped_early")  # e.g. "at step 101 of 200 by time_limit_s=900"
 
     def game_of(self, env_id: str) -> GameSpec:
         """The game of ``env_id`` it trained on (with its options), or the plain id when it trained on none:
@@ -170,6 +172,9 @@ class Trained:
                     f"{self.who} has no record of the games it was trained on (written before checkpoints kept "
                     f"one): it reads {game.env_id} as the match writes it"
                 )
+        if self.stopped_early:
+            early = f"{self.who} is from a run STOPPED EARLY {self.stopped_early}, not the trained policy"
+            note = early if note is None else f"{early}; {note}"
         allowed = game.registered.text_kwargs
         text.update((k, v) for k, v in self.overrides.items() if k in allowed)
         return Reading({k: v for k, v in text.items() if v != ""}, note)
