@@ -85,7 +85,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     # control that changes only the baseline's scope
     "rae_shard": {"rollout_shards": 8, "rae_scope": "shard"},
     "shards_step": {"rollout_shards": 8, "rae_scope": "step"},
-    # MARSHAL's advantages (issue 44): turn-level returns normalised per (game, seat) within each step
+    # MARSHAL as released (issue 58): per-turn rewards through the released normalisation (trainers.marshal)
     "marshal": {"advantage": "marshal"},
 }
 CONTROL = ("default", "vs_random", "vs_expert")
