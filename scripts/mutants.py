@@ -67,8 +67,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "mini-batches: one optimiser step for the whole step",
         "trainers/learner.py",
-        "for part in split_by_group(turns, config.mini_batches):",
-        "for part in split_by_group(turns, 1):",
+        "split = split_by_group(turns, config.mini_batches)",
+        "split = split_by_group(turns, 1)",
         (VERL_UPDATE,),
     ),
     Mutant(
