@@ -164,7 +164,7 @@ def test_the_web_page_plays_the_named_model_and_stores_the_game(real_model, tmp_
     try:
         match = httpx.post(
             f"{web.url}/api/matches", json={"game": "KuhnPoker-v0:rounds=1", "seats": [SHORT, "random"], "seed": 3},
-            timeout=30,
+            timeout=180,  # the model is built on this request (issue 56): ~20-40 s on a busy 2-core machine
         ).json()  # fmt: skip
         for _ in range(10):
             if match["over"]:

@@ -135,5 +135,5 @@ def test_spec_options_override_the_record():
 
 
 def test_the_kuhn_read_out_is_the_trained_kuhn_on_single_hands():
-    assert Trained(TINY, "hf:ck").kuhn_game().canonical == "KuhnPoker-v0:ante=1;first_player=0;reward=chips;rounds=1"
+    assert Trained(TINY, "hf:ck").kuhn_game().canonical == "KuhnPoker-v0:reward=chips;rounds=1"  # defaults unnamed
     assert Trained({}, "hf:x").kuhn_game().canonical == "KuhnPoker-v0:rounds=1"

@@ -208,7 +208,7 @@ def test_the_leaderboard_reads_the_exploitability_the_run_reported(finished_run)
     final = rows(finished_run)[-1]
     step = finished_run / "checkpoints" / f"step_{final['step']:06d}"
     agent = make_agent(f"hf:{step}")
-    assert agent.trained.kuhn_game().canonical == "KuhnPoker-v0:ante=1;first_player=0;reward=chips;rounds=1"
+    assert agent.trained.kuhn_game().canonical == "KuhnPoker-v0:reward=chips;rounds=1"
     column = kuhn_exploitability(kuhn_policy_of(agent))
     assert column == pytest.approx(final["eval/kuhn_exploitability_at_eval_t"], abs=1e-6)
 
@@ -533,7 +533,7 @@ def test_cli_training_output_summary_and_resume(tmp_path, capsys):
     assert json.loads((cut / SETTINGS_FILE).read_text())["stopped_early"] == early[len("STOPPED EARLY ") :]
     assert "stopped_early" not in json.loads((out / "checkpoints" / "step_000004" / SETTINGS_FILE).read_text())
     # wherever it plays, it is named as stopped early: play, and the leaderboard's notes (the web page's too)
-    game = "KuhnPoker-v0:rounds=1;reward=chips"
+    game = "KuhnPoker-v0:rounds=1"  # the game it trained on: the only note is the early stop
     assert cli_main(["play", game, "--p0", f"hf:{cut}", "--p1", "random", "--games", "1", "--quiet"]) == 0
     said = capsys.readouterr()
     assert f"hf:{cut} is from a run {early}, not the trained policy" in said.out + said.err
