@@ -38,7 +38,7 @@ def leduc_key(openspiel_key: str) -> str:
     "name, trees, read_key, columns, iterations",
     [
         ("kuhn_poker", kuhn.deal_trees, kuhn_key, KUHN_COLUMNS, 40),
-        ("leduc_poker", leduc.deal_trees, leduc_key, LEDUC_COLUMNS, 6),
+        ("leduc_poker", leduc.deal_trees, leduc_key, LEDUC_COLUMNS, 20),
     ],
 )
 def test_cfr_plus_is_openspiels_iteration_for_iteration(name, trees, read_key, columns, iterations):
