@@ -24,6 +24,7 @@ and a batch of one token gets advantage 0.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
@@ -84,16 +85,12 @@ def marshal_advantages(episodes: Sequence[Episode]) -> list[list[float]]:
         pooled[key].extend(e.rewards)
     means = {key: sum(values) / len(values) for key, values in pooled.items()}
     centred = [[r - means[key] for r in e.rewards] for key, e in zip(keys, episodes, strict=True)]
-    # 2. whiten over the batch's tokens: the reward on each turn's last token, 0 on the others
-    count = sum(flat_tokens)
-    mean = sum(r for rewards in centred for r in rewards) / count
-    var = (sum((r - mean) ** 2 for rewards in centred for r in rewards) + (count - len(flat_tokens)) * mean**2) / (
-        count - 1
-    )
-    scale = 1.0 / math.sqrt(var + EPS)
+    # 2. whiten over the batch's tokens: the reward on each turn's last token (weight 1), 0 on the others
+    on_last = [r for rewards in centred for r in rewards]
+    mean, scale = _whiten_scale([*on_last, 0.0], [1] * len(on_last) + [sum(flat_tokens) - len(on_last)])
     whitened = [[(r - mean) * scale for r in rewards] for rewards in centred]
-    # 3. reward-to-go, gamma 1
-    returns = [[sum(rewards[k:]) for k in range(len(rewards))] for rewards in whitened]
+    # 3. reward-to-go, gamma 1, as ROLL's recursion G_t = x_t + G_{t+1} (its rounding decides step 4's ties)
+    returns = [list(itertools.accumulate(reversed(rewards)))[::-1] for rewards in whitened]
     # 4. per seat, minus the mean of the distinct returns and the padding's 0
     distinct: dict[int, set[float]] = defaultdict(lambda: {0.0})
     for e, values in zip(episodes, returns, strict=True):
