@@ -60,14 +60,11 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
     if trained == 0:
         return {"trained": 0}
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    unit = UNITS.get(config.aggregation)
     parts: list[list[list[Row]]] = []  # each part's micro-batches of rows
     split = split_by_group(turns, config.mini_batches)
     for part in split:
-        units = torch.tensor([t.game_id if unit == "game" else t.group_id for t in part], dtype=torch.long)
-        tokens = torch.tensor([float(len(t.response_ids)) for t in part], dtype=torch.float64)
-        coefficients = row_coefficients(tokens, config.aggregation, config.max_new_tokens, units, ddp.sum)
-        rows = [r for r in merge_duplicates(part, coefficients.tolist()) if r.turns[0].response_ids]
+        coefficients = part_coefficients(part, [float(len(t.response_ids)) for t in part], config, ddp.sum)
+        rows = [r for r in merge_duplicates(part, coefficients) if r.turns[0].response_ids]
         # rows of like length share a micro-batch: less padding (a seventh of the tiny recipe's update), the same sums
         rows.sort(key=lambda r: len(r.turns[0].prompt_ids) + len(r.turns[0].response_ids))
         parts.append([rows[i : i + config.micro_batch] for i in range(0, len(rows), config.micro_batch)])
@@ -221,6 +218,22 @@ def split_by_group(turns: list[Turn], parts: int) -> list[list[Turn]]:
     return split
 
 
+def part_coefficients(part: list[Turn], tokens: list[float], config: TrainConfig, reduce) -> list[float]:
+    """Each turn's factor in its part's loss (``losses.row_coefficients``), given its tokens in the loss."""
+    unit = UNITS.get(config.aggregation)
+    units = torch.tensor([t.game_id if unit == "game" else t.group_id for t in part], dtype=torch.long)
+    counts = torch.tensor(tokens, dtype=torch.float64)
+    return row_coefficients(counts, config.aggregation, config.max_new_tokens, units, reduce).tolist()
+
+
+def merged(turns: list[Turn], coefficients: list[float]) -> tuple[float, float]:
+    """One row's coefficient and advantage for ``turns`` merged: their summed coefficient and their
+    coefficient-weighted mean advantage."""
+    weight = sum(coefficients)
+    mean = sum(c * t.advantage for c, t in zip(coefficients, turns, strict=True)) / weight if weight else 0.0
+    return weight, mean
+
+
 def merge_duplicates(turns: list[Turn], coefficients: list[float]) -> list[Row]:
     """``turns`` grouped by (prompt tokens, response tokens, sign of the advantage), in order of first
     appearance. Members share their log-probs, and both losses are linear in the advantage within a sign
@@ -232,9 +245,8 @@ def merge_duplicates(turns: list[Turn], coefficients: list[float]) -> list[Row]:
         groups.setdefault(key, []).append(k)
     rows = []
     for members in groups.values():
-        weight = sum(coefficients[k] for k in members)
-        mean = sum(coefficients[k] * turns[k].advantage for k in members) / weight if weight else 0.0
-        rows.append(Row([turns[k] for k in members], weight, mean))
+        group = [turns[k] for k in members]
+        rows.append(Row(group, *merged(group, [coefficients[k] for k in members])))
     return rows
 
 
@@ -276,16 +288,11 @@ def drop_masked(
     for batch, w, mask in zip(batches, weights, masks, strict=True):
         for row, n in zip(batch, ((w != 0).float() * mask).sum(dim=1).tolist(), strict=True):
             kept.update((id(t), n) for t in row.turns)
-    unit = UNITS.get(config.aggregation)
-    units = torch.tensor([t.game_id if unit == "game" else t.group_id for t in turns], dtype=torch.long)
-    tokens = torch.tensor([kept.get(id(t), 0.0) for t in turns], dtype=torch.float64)
-    new = row_coefficients(tokens, config.aggregation, config.max_new_tokens, units, reduce).tolist()
+    new = part_coefficients(turns, [kept.get(id(t), 0.0) for t in turns], config, reduce)
     coefficient = dict(zip(map(id, turns), new, strict=True))
     for batch in batches:
         for row in batch:
-            weight = sum(coefficient.get(id(t), 0.0) for t in row.turns)
-            mean = sum(coefficient.get(id(t), 0.0) * t.advantage for t in row.turns) / weight if weight else 0.0
-            row.coefficient, row.advantage = weight, mean
+            row.coefficient, row.advantage = merged(row.turns, [coefficient.get(id(t), 0.0) for t in row.turns])
 
 
 def add_gap(gap: list[float], logp: torch.Tensor, sampled: tuple) -> None:
