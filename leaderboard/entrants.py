@@ -27,7 +27,7 @@ from spiral_arena.agents import MODEL_KINDS, Agent, RandomAgent, make_agent, par
 from spiral_arena.analysis import KUHN_INFO_STATES
 from spiral_arena.analysis.leduc import rank_key, uniform_policy
 from spiral_arena.llm import PROVIDERS
-from spiral_arena.models.checkpoints import READ_OPTIONS, SETTINGS_FILE, Trained, read_settings
+from spiral_arena.models.checkpoints import READ_OPTIONS, Trained, last_checkpoint, read_settings
 from spiral_arena.registry import GameSpec
 
 BUILTIN_SPECS = ("random", "expert")
@@ -107,21 +107,9 @@ def parse_entrants(text: str | list[str]) -> list[Entrant]:
 
 
 def find_checkpoints(runs_dir: Path) -> list[str]:
-    """``hf:`` specs of the latest checkpoint of every run under ``runs_dir``.
-
-    A checkpoint is ``<run>/checkpoints/step_NNNNNN/`` holding ``spiral_arena.json`` (written last by the
-    trainer, so a half-written step never counts).
-    """
-    specs = []
-    for run in sorted(p for p in runs_dir.glob("*") if p.is_dir()):
-        steps = []
-        for step in (run / "checkpoints").glob("step_*"):
-            number = step.name.removeprefix("step_")
-            if number.isdigit() and (step / SETTINGS_FILE).is_file():
-                steps.append((int(number), step))
-        if steps:
-            specs.append(f"hf:{max(steps)[1]}")
-    return specs
+    """``hf:`` specs of the latest checkpoint (``last_checkpoint``) of every run under ``runs_dir``."""
+    runs = sorted(p for p in runs_dir.glob("*") if p.is_dir())
+    return [f"hf:{step}" for run in runs if (step := last_checkpoint(run)) is not None]
 
 
 def default_entrants(runs_dir: Path = Path("runs")) -> list[Entrant]:

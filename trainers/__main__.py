@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spiral_arena.models.checkpoints import read_settings
+from spiral_arena.models.checkpoints import last_checkpoint, read_settings
 from trainers.config import ConfigError
 from trainers.flags import add_arguments, from_arguments
 
@@ -25,8 +25,8 @@ def run(args: argparse.Namespace, prog: str) -> int:
     except ValueError as error:  # what only the launch can tell (e.g. torchrun's ranks), before any model
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
-    saved = sorted((run_dir / "checkpoints").glob("step_*"))  # the last line says whether the run was cut short
-    stopped = read_settings(saved[-1]).get("stopped_early") if saved else None
+    last = last_checkpoint(run_dir)  # the last line says whether the run was cut short
+    stopped = read_settings(last).get("stopped_early") if last is not None else None
     print(f"run written to {run_dir}" + (f"; STOPPED EARLY {stopped}" if stopped else ""))
     return 0
 

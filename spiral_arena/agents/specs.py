@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from spiral_arena.agents.base import Agent
 from spiral_arena.llm import KEY_ENV_OPTION, PROVIDERS, key_variable_problem, safe_url
-from spiral_arena.models.checkpoints import ADAPTER_FILE, files_problem
+from spiral_arena.models.checkpoints import ADAPTER_FILE, files_problem, last_checkpoint
 from spiral_arena.models.named import NAMED_MODELS, is_named
 from spiral_arena.registry import looks_like_secret, option_value
 
@@ -104,9 +104,8 @@ def model_path_problem(path: str, hub: bool = True) -> str | None:
         return None
     local = Path(path).expanduser()
     if local.is_dir():
-        steps = sorted((local / "checkpoints").glob("step_*")) if (local / "checkpoints").is_dir() else []
-        if steps:  # a training run's own directory: its config.json is the run's, not a model's
-            return f"{path} is a training run; its checkpoints play, the last one as hf:{steps[-1]}"
+        if (last := last_checkpoint(local)) is not None:  # a training run's: its config.json is not a model's
+            return f"{path} is a training run; its checkpoints play, the last one as hf:{last}"
         if (local / "config.json").is_file() or (local / ADAPTER_FILE).is_file():
             return files_problem(local)  # damaged files, named, rather than a traceback from the loader
         return f"{path} holds no config.json: not a transformers model or checkpoint directory"

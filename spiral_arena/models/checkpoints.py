@@ -90,6 +90,17 @@ def read_settings(path: str | Path) -> dict[str, Any]:
     return json.loads(settings.read_text()) if settings.is_file() else {}
 
 
+def last_checkpoint(run: Path) -> Path | None:
+    """The newest checkpoint of a training run: ``<run>/checkpoints/step_NNNNNN/`` holding ``spiral_arena.json``
+    (written last by the trainer, so a half-written step never counts); None when it has none."""
+    steps = []
+    for step in (run / "checkpoints").glob("step_*"):
+        number = step.name.removeprefix("step_")
+        if number.isdigit() and (step / SETTINGS_FILE).is_file():
+            steps.append((int(number), step))
+    return max(steps)[1] if steps else None
+
+
 def adapter_base(path: str | Path) -> str | None:
     """The base model a LoRA checkpoint applies to (None when the directory holds full weights): the one
     its settings name, else the one peft recorded."""
