@@ -45,11 +45,42 @@ def sanitize(text: str) -> str:
       quote ``[Accept]``) while no line reads as the square-bracket tag a model knows as a sender.
 
     The first line is left as written: the env always puts player text after words of its own on that line
-    (``Deceiver says: ``, ``Invalid move: ``). Plain printable ASCII (one line) is returned as is."""
+    (``Deceiver says: ``, ``Invalid move: ``), and chat tags every line with its sender (``said``). Plain
+    printable ASCII (one line) is returned as is."""
     if text.isascii() and text.isprintable():
         return text
     lines = [line for line in (_OUTSIDE_CHARSET.sub("?", raw) for raw in text.splitlines()) if line.strip()]
     return "\n".join(lines[:1] + [_untag(line) for line in lines[1:]])
+
+
+_SAYS = " says: "  # between a speaker and each line of its chat (``said``)
+
+
+def said(speaker: str, text: str) -> str:
+    """``speaker``'s chat as the game passes it on, the one rule of every game with chat: each line of the
+    sanitised text begins with ``<speaker> says: ``. A one-line message reads ``Player 0 says: Hello.``, the
+    text trained checkpoints know; the lines after the first carry the same tag, so none of them can pass for
+    a line of the game's own (``Open offer to you: ...``): each names whose it is. ``unsaid`` reads it back."""
+    return "\n".join([f"{speaker}{_SAYS}{line}" for line in sanitize(text).split("\n")])
+
+
+def unsaid(message: str) -> tuple[str, str] | None:
+    """``(speaker, text)`` of a message that ``said`` wrote (its tags taken off), or None when ``message`` is
+    not one: its first line names no speaker, or a later line lacks that speaker's tag."""
+    speaker, says, text = message.partition(_SAYS)
+    if not says or "\n" in speaker:
+        return None
+    tag = speaker + _SAYS
+    first, *more = text.split("\n")
+    if not all(line.startswith(tag) for line in more):
+        return None
+    return speaker, "\n".join([first, *(line[len(tag) :] for line in more)])
+
+
+def one_line(text: str) -> str:
+    """Player text shown inside one line of the game's own (Twenty Questions' echo and recap of a question):
+    ``sanitize``'s text with its line breaks as spaces, so no part of it starts a line."""
+    return sanitize(text).replace("\n", " ")
 
 
 def last_message(observation: str) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 
 from spiral_arena.core.actions import InvalidMove, excerpt, extract_answer
 from spiral_arena.core.game import TERMINAL, Message, TextGame
+from spiral_arena.core.observations import said
 from spiral_arena.core.readback import PositionUnreadable, latest_turn
 
 # ---- rules ------------------------------------------------------------------------------
@@ -329,7 +330,7 @@ class SimpleNegotiation(TextGame):
         )
 
     def move_messages(self, state: SimpleNegotiationState, player: int, move: Move) -> list[Message]:
-        messages: list[Message] = [(None, f"Player {player} says: {move.message}")]
+        messages: list[Message] = [(None, said(f"Player {player}", move.message))]
         outcome = state.last_outcome
         if outcome == "traded":
             messages.append((None, f"Player {player} accepted; the trade is done."))

@@ -20,7 +20,7 @@ import numpy as np
 
 from spiral_arena.core.actions import InvalidMove, extract_answer, normalize
 from spiral_arena.core.game import TERMINAL, Message, TextGame
-from spiral_arena.core.observations import sanitize
+from spiral_arena.core.observations import said, sanitize, unsaid
 from spiral_arena.core.readback import PositionUnreadable, latest_turn, transcript
 
 # ---- rules ------------------------------------------------------------------------------
@@ -219,14 +219,16 @@ _TURN = re.compile(
 def _read_conversation(observation: str) -> list[tuple[str, str]] | None:
     """The chat so far as (role, text) pairs, from a full transcript; None when the observation does not
     hold one (the start message with the facts is missing). Every message the env wrote is one piece of
-    ``transcript``: a player's text never holds the blank line that starts a message (``sanitize``)."""
+    ``transcript``: a player's text never holds the blank line that starts a message (``sanitize``), and each
+    of its lines carries its sender's tag (``said``), taken off here."""
     messages = transcript(observation)
     if not any(m.startswith("The two facts:") for m in messages):
         return None
     conversation: list[tuple[str, str]] = []
     for message in messages:
-        role, says, text = message.partition(" says: ")
-        if says and role in ROLES:
+        chat = unsaid(message)
+        if chat is not None and chat[0] in ROLES:
+            role, text = chat
             conversation.append((role, "" if text == _EMPTY_MESSAGE else text))
     return conversation
 
@@ -366,7 +368,7 @@ class TruthAndDeception(TextGame):
     def move_messages(self, state: TruthAndDeceptionState, player: int, action: str | int) -> list[Message]:
         if isinstance(action, int):
             return [(None, f"The Guesser answers: Fact {action}.")]
-        messages: list[Message] = [(None, f"{ROLES[player]} says: {action or '(an empty message)'}")]
+        messages: list[Message] = [(None, said(ROLES[player], action or _EMPTY_MESSAGE))]
         if len(state.conversation) == CHAT_ACTIONS:
             messages.append(
                 (None, "The conversation is over. The guess is due: the Guesser must now answer [Fact 1] or [Fact 2].")

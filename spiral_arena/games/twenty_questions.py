@@ -14,7 +14,9 @@ verdict, and every verdict uses up a turn:
 - ``invalid``: not 2-500 characters, not ending with a single ``?``, or holding control or invisible
   characters (C0 controls, DEL to NBSP, line and paragraph separators, and format characters such as
   zero-width spaces). ``repeated``: the same question (compared word by word, case-insensitively) was
-  already answered. Both get a fixed feedback text and never end the game.
+  already answered. Both get a fixed feedback text and never end the game. Every echo of a question (its
+  answer's message, the ``recap``) shows it on one line, its line breaks as spaces (``one_line``), so an
+  invalid question's lines cannot pass for the game's answer or for recap lines.
 - ``error``: the oracle had no answer (an LLM endpoint failed or replied without a clear yes/no). The
   turn is used up without an answer or a penalty. The player's view and info say only ``"judge error"``
   (``JUDGE_ERROR``): the judge's text may hold the secret, and an upstream error its address; the
@@ -58,7 +60,7 @@ import numpy as np
 
 from spiral_arena.core.actions import extract_answer
 from spiral_arena.core.game import TERMINAL, Message, TextGame
-from spiral_arena.core.observations import sanitize
+from spiral_arena.core.observations import one_line, sanitize
 from spiral_arena.core.readback import PositionUnreadable, latest_turn, transcript
 from spiral_arena.games.twenty_questions_oracles import (
     JUDGE_ERROR,
@@ -296,8 +298,8 @@ _ANSWERED = re.compile(
 
 def _read_questions(observation: str, recap: str | None) -> list[dict[str, str]]:
     """The questions so far with their verdicts: from the turn message's recap when it has one (a line
-    per question; a question with a line break, always invalid, is not read), else from the
-    "Question N: ... Answer: ..." messages of a full transcript. [] when they are not numbered 1, 2..."""
+    per question, ``one_line``), else from the "Question N: ... Answer: ..." messages of a full
+    transcript. [] when they are not numbered 1, 2..."""
     if recap is not None:
         matches = (_RECAP_LINE.fullmatch(line) for line in recap.split("\n"))
         found = [(int(m[1]), m[2], _VERDICT_OF_RECAP[m[3]]) if m else (0, "", "") for m in matches]
@@ -360,9 +362,10 @@ class TwentyQuestions(TextGame):
         message lists the world's nouns that fit every answer so far (and were not named). ``one_guess``: a
         question naming more than one of the game's nouns (its word list or world) is invalid.
 
-        ``recap``: every turn message also lists the questions so far with their answers, so the latest
-        message alone (``obs_format="last"``) holds the whole game in a few lines: short prompts for
-        small models, where the full transcript repeats the instructions at every turn.
+        ``recap``: every turn message also lists the questions so far with their answers, one line each (an
+        invalid question's line breaks shown as spaces), so the latest message alone (``obs_format="last"``)
+        holds the whole game in a few lines: short prompts for small models, where the full transcript
+        repeats the instructions at every turn.
 
         ``oracle``: ``"table"`` (offline, built-in nouns only), ``"openai:MODEL"`` (an LLM judge at
         ``oracle_base_url`` or ``$OPENAI_BASE_URL``, key from ``oracle_api_key`` or ``$OPENAI_API_KEY``),
@@ -454,7 +457,7 @@ class TwentyQuestions(TextGame):
             lines[:0] = [
                 "Answers so far:",
                 *(
-                    f"{n}. {sanitize(t.question)} -> {RECAP_WORDS.get(t.verdict, 'no answer')}"
+                    f"{n}. {one_line(t.question)} -> {RECAP_WORDS.get(t.verdict, 'no answer')}"
                     for n, t in enumerate(state.turns, 1)
                 ),
             ]
@@ -520,12 +523,12 @@ class TwentyQuestions(TextGame):
     @staticmethod
     def read_position(observation: str) -> dict[str, Any] | None:
         """The questioner's view read back from its observation, or None when the latest turn message is
-        not a Twenty Questions turn. It holds ``questions`` (each as shown: over-long questions cut, and
-        characters outside the observation charset as '?'), ``questions_asked``, ``questions_left`` and
-        ``max_questions``, ``world`` (the closed world's nouns when the observation holds the prompt
-        that lists them, else None) and ``candidates`` (the listed nouns that still fit, with
-        ``candidates=true``, else None); the verdicts' penalties and the oracle's details are not shown, so
-        not read.
+        not a Twenty Questions turn. It holds ``questions`` (each as shown: over-long questions cut, line
+        breaks as spaces and characters outside the observation charset as '?'), ``questions_asked``,
+        ``questions_left`` and ``max_questions``, ``world`` (the closed world's nouns when the observation
+        holds the prompt that lists them, else None) and ``candidates`` (the listed nouns that still fit,
+        with ``candidates=true``, else None); the verdicts' penalties and the oracle's details are not
+        shown, so not read.
         The questions come from a full transcript (``obs_format="full"``, the default) or from the
         recap of ``recap=true``; other observations raise ``PositionUnreadable`` once a question was asked.
         """
@@ -590,7 +593,7 @@ class TwentyQuestions(TextGame):
         shown = question if len(question) <= _SHOWN_QUESTION_CHARS else question[:_SHOWN_QUESTION_CHARS] + "..."
         found = f"Yes! You found it: the secret is {sanitize(state.secret)}."
         reply = found if turn.verdict == "win" else FEEDBACK[turn.verdict]
-        return [(0, f"Question {len(state.turns)}: {sanitize(shown)}\nAnswer: {reply}")]
+        return [(0, f"Question {len(state.turns)}: {one_line(shown)}\nAnswer: {reply}")]
 
     def winner(self, state: TwentyQuestionsState) -> int | None:
         """The questioner (player 0) when it found the secret, else None: the env's ``outcome`` winner.
