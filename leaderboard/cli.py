@@ -11,7 +11,9 @@ when a rating is provisional; their defaults live in ``leaderboard.settings``. `
 before any game is played. ``run --reference-pool FILE`` takes its entrants, games, games per pair and
 seed from a frozen benchmark file and adds the ``--agents`` to it (see ``leaderboard.reference_pool``).
 Every file a command writes (``run --db``, ``show --html/--png/--csv/--json``) is checked for
-writability before any game is played or any result read.
+writability before any game is played or any result read, and a ``--db`` that is not a usable leaderboard
+database (garbage, cut short, damaged, another program's SQLite file) is refused in one line before anything
+is played or shown (``store.check_database``); another program's file is never written.
 """
 
 from __future__ import annotations
@@ -268,8 +270,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         p for e in entrants if (p := spec_problem(e.spec, human=False) or options_problem(e.stored_spec, e.kwargs))
     ]
     problems += _output_problems(args, database=True)
-    if store.database_problem(args.db) is None:  # stored games are reused by label: each must be the same agent
-        problems += stored_problems(args.db, entrants)  # (a database the run cannot write is not even read)
+    if store.database_problem(args.db) is None:  # (a database the run cannot write is not even read)
+        try:  # a broken or foreign file fails now, not after the games; stored games are reused by label
+            store.check_database(args.db)
+            problems += stored_problems(args.db, entrants)  # so each label must be the same agent
+        except store.StoreError as error:
+            problems.append(str(error))
     if problems:  # a missing model, a bad option or an unwritable output fails now, not game by game
         raise ValueError("; ".join(problems))
     reasoning = None
@@ -349,12 +355,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     rating_options = _rating_options(args)
     prices = parse_prices(args.price)
 
+    store.check_database(args.db)  # a broken or foreign file is one line, whichever of its rows is damaged
     conn = store.open_readonly(args.db)  # showing never creates, migrates or writes the file
     try:
         game = None if args.game is None else GameSpec.parse(args.game).canonical
         games = store.load_games(conn, None if game is None else [game])
         if not games and args.game is not None:
-            stored = [r[0] for r in conn.execute("SELECT DISTINCT env_id FROM games ORDER BY env_id")]
+            stored = store.stored_env_ids(conn)
             raise ValueError(f"no games of {args.game} in {args.db}; stored games: {', '.join(stored) or 'none'}")
         agents = store.load_agents(conn)
         standings = compute(games, agents, notes=store.load_notes(conn), **rating_options)

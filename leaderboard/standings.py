@@ -474,9 +474,13 @@ def compute(
     several two-player games; single-player games come last, each in its own ``SoloScope``. ``weighting``
     applies to the overall fit; ``min_games`` and ``max_interval`` mark provisional ratings. ``notes``
     ((label, env id) -> why, as ``store.load_notes``) go on that agent's row of that game id's table only:
-    overall pools games whose rules differ, so one game's note would not describe it."""
+    overall pools games whose rules differ, so one game's note would not describe it. A game of an agent
+    against itself (the web page lets one agent sit in both seats) says nothing of its strength: left out."""
     if not games:
         raise ValueError("no games stored yet; play some with: spiral-arena leaderboard run")
+    games = [g for g in games if g.player0 != g.player1]
+    if not games:
+        raise ValueError("only games of an agent against itself are stored; they rate no one")
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     agents = agents or {}

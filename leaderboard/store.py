@@ -6,18 +6,25 @@ runs at once never duplicate a game. A single-player game has no seat 1: its ``p
 ``NO_PLAYER`` (the empty string, never a label), so the key needs no change. The schema version lives in
 ``PRAGMA user_version``; opening a database applies the missing steps of ``MIGRATIONS`` inside one
 transaction, except ``open_readonly`` (for ``leaderboard show``), which never writes the file.
+
+A file that is not a usable leaderboard database (garbage, cut short, damaged, another program's SQLite file,
+a newer schema) is a ``StoreError`` of one line naming it, from opening it and from every read or write of its
+rows (damage may show only there), never a ``sqlite3`` error; ``check_database`` finds it all up front. Another
+program's file is refused before anything is written to it; an empty (0-byte) file is a new database.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import spiral_arena
 from spiral_arena import outputs
@@ -25,6 +32,84 @@ from spiral_arena.registry import GameSpec
 
 BUSY_TIMEOUT_S = 60.0
 NO_PLAYER = ""  # player1 and spec1 of a single-player game
+WHY_CHARS = 300  # of SQLite's reason in an error line: it may quote a whole damaged row
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class StoreError(ValueError):
+    """A leaderboard database that cannot be used (a directory, missing, another program's, newer, damaged,
+    unwritable), as one line naming the file. A ValueError, so the commands print it as their one error line;
+    the web server answers 503 with it."""
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that knows the file it reads, to name it in errors (an in-memory copy names the file)."""
+
+    path = ""
+
+
+def _connect(target: str | Path, path: str | Path, **options: Any) -> sqlite3.Connection:
+    """``sqlite3.connect(target, **options)`` in autocommit mode, the connection naming ``path`` in errors."""
+    conn = cast(_Connection, sqlite3.connect(target, isolation_level=None, factory=_Connection, **options))
+    conn.path = str(path)
+    return conn
+
+
+def _name(conn: sqlite3.Connection) -> str:
+    """The file ``conn`` reads, for error lines (a connection made elsewhere: SQLite's own record of it)."""
+    return getattr(conn, "path", "") or conn.execute("PRAGMA database_list").fetchone()[2]
+
+
+def _failure(path: str | Path, error: Exception, doing: str = "read") -> StoreError:
+    """``error`` (SQLite's, or a stored JSON text that does not parse) as one line naming the file."""
+    if (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF == sqlite3.SQLITE_READONLY:  # os.access said it could
+        return StoreError(f"--db {path} cannot be written: SQLite found the file or its folder read-only")
+    why = " ".join(str(error).split())  # one line, whatever text of a damaged row SQLite quotes
+    if isinstance(error, json.JSONDecodeError):
+        why = f"a stored JSON text does not parse ({why})"
+    why = why if len(why) <= WHY_CHARS else f"{why[:WHY_CHARS]}..."
+    return StoreError(f"cannot {doing} the leaderboard database {path}: {why}")
+
+
+def _guarded(
+    doing: str,
+) -> Callable[[Callable[Concatenate[sqlite3.Connection, _P], _R]], Callable[Concatenate[sqlite3.Connection, _P], _R]]:
+    """Make a function of a connection raise ``StoreError`` where SQLite fails or stored JSON does not parse:
+    a damaged file may open and fail only when its rows are read (or written)."""
+
+    def guard(
+        function: Callable[Concatenate[sqlite3.Connection, _P], _R],
+    ) -> Callable[Concatenate[sqlite3.Connection, _P], _R]:
+        @functools.wraps(function)
+        def guarded(conn: sqlite3.Connection, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return function(conn, *args, **kwargs)
+            except sqlite3.ProgrammingError:  # a mistake in the code (a closed connection), not in the file
+                raise
+            except (sqlite3.DatabaseError, json.JSONDecodeError) as error:
+                raise _failure(_name(conn), error, doing) from error
+
+        return guarded
+
+    return guard
+
+
+_reads, _writes = _guarded("read"), _guarded("write")
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, rolled back on any error (unless SQLite already rolled it back, as it does on
+    some: then a ROLLBACK would fail and hide the error)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -152,27 +237,37 @@ def now() -> str:
 
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     """Bring the schema to ``target`` (one transaction; concurrent openers wait and then see it done)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        _check_not_newer(version)
+    with _transaction(conn):
+        version = _schema_version(conn)  # checked again under the write lock: the file may have changed
         for step in MIGRATIONS[version:target]:
             step(conn)
         if version < target:
             conn.execute(f"PRAGMA user_version = {int(target)}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return max(version, target)
 
 
-def _check_not_newer(version: int) -> None:
+# the tables a database holds, SQLite's own (sqlite_sequence, sqlite_stat1) left out
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!' ORDER BY name"
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    """The schema version of the database ``conn`` reads (0: a new, empty one). A StoreError for a newer schema
+    than this code's, and for another program's SQLite file: tables but no schema version, or a version but no
+    games table (a leaderboard database gets both in one transaction, so no run in progress looks like that)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
-        raise ValueError(
-            f"the leaderboard database has schema version {version}, newer than this spiral-arena "
+        raise StoreError(
+            f"the leaderboard database {_name(conn)} has schema version {version}, newer than this spiral-arena "
             f"({spiral_arena.__version__}) understands ({SCHEMA_VERSION}); upgrade spiral-arena"
         )
+    tables = [name for (name,) in conn.execute(_TABLES)]
+    if (version == 0 and tables) or (version > 0 and "games" not in tables):
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "") or "none"
+        raise StoreError(
+            f"{_name(conn)} is not a leaderboard database but another program's SQLite file (its tables: {shown}), "
+            "left as it is: give --db a new file"
+        )
+    return version
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -196,9 +291,9 @@ def _a_directory(path: Path) -> str:
 def _database_file(path: str | Path, must_exist: bool) -> Path:
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"--db {path} {_a_directory(path)}")
+        raise StoreError(f"--db {path} {_a_directory(path)}")
     if must_exist and not path.is_file():
-        raise ValueError(f"no leaderboard database at {path}; make one with: spiral-arena leaderboard run --db {path}")
+        raise StoreError(f"no leaderboard database at {path}; make one with: spiral-arena leaderboard run --db {path}")
     return path
 
 
@@ -220,24 +315,26 @@ def database_problem(path: str | Path) -> str | None:
 
 
 def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
-    """Open (or with ``create``, make) the database at ``path`` and migrate it to the current schema."""
+    """Open (or with ``create``, make) the database at ``path`` and migrate it to the current schema. A
+    missing or empty file becomes a new database; another program's file is refused unwritten."""
     path = _database_file(path, must_exist=not create)
     if (problem := database_problem(path)) is not None:
-        raise ValueError(f"--db {path} {problem}")
+        raise StoreError(f"--db {path} {problem}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = _connect(path, path, timeout=BUSY_TIMEOUT_S)
     except (OSError, sqlite3.OperationalError) as error:
-        raise ValueError(f"cannot open the leaderboard database {path}: {error}") from None
+        raise StoreError(f"cannot open the leaderboard database {path}: {error}") from None
     try:
+        _schema_version(conn)  # before WAL mode rewrites the header of another program's file
         _use_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a killed process
         migrate(conn)
-    except sqlite3.DatabaseError as error:
+    except BaseException as error:
         conn.close()
-        if error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_READONLY:  # permissions os.access did not foresee
-            raise ValueError(f"--db {path} cannot be written: SQLite found the file or its folder read-only") from None
-        raise ValueError(f"{path} is not a usable leaderboard database: {error}") from error
+        if isinstance(error, sqlite3.DatabaseError):
+            raise _failure(path, error, "open") from error
+        raise
     return conn
 
 
@@ -247,8 +344,46 @@ def open_readonly(path: str | Path) -> sqlite3.Connection:
     was."""
     conn = _open_current(path)
     if conn is None:
-        raise ValueError(f"{path} is not a leaderboard database (no schema version: no leaderboard run made it)")
+        raise StoreError(f"{path} is not a leaderboard database (no schema version: no leaderboard run made it)")
     return conn
+
+
+_STORED_TYPES = {"INTEGER": "integer", "REAL": "real", "TEXT": "text"}  # a column's declared type -> its values'
+
+
+def check_database(path: str | Path) -> None:
+    """A StoreError, one line naming the file, unless ``path`` is missing or empty (a run makes the database
+    there) or a whole leaderboard database: opened as ``open_readonly`` opens it (SQLite, ours, not newer),
+    then every page read (``PRAGMA integrity_check``: damage that shows only when rows are read, and an index
+    that disagrees with its table, which no read shows but which would let a game be stored twice) and every
+    stored value's type (a damaged record may read as text where a reward belongs: integrity_check passes it).
+    Commands call it first, so a broken file fails at once, not after hours of games. Writes nothing; reads
+    the whole file."""
+    path = Path(path)
+    if not path.is_dir() and not (path.is_file() and path.stat().st_size):
+        return
+    conn, _ = _open_reading(path)
+    try:
+        _check_rows(conn)
+    finally:
+        conn.close()
+
+
+@_reads
+def _check_rows(conn: sqlite3.Connection) -> None:
+    """``check_database``'s reading of every page and every stored value's type."""
+    damage = [" ".join(line.split()) for (line,) in conn.execute("PRAGMA integrity_check(3)")]  # the first 3
+    if damage != ["ok"]:
+        raise StoreError(f"{_name(conn)} is damaged (SQLite's integrity_check: {'; '.join(damage)[:WHY_CHARS]})")
+    for (table,) in conn.execute(_TABLES).fetchall():
+        info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+        columns = [(name, _STORED_TYPES[kind]) for _, name, kind, *_ in info if kind in _STORED_TYPES]
+        types = ", ".join(f'typeof("{name}")' for name, _ in columns)
+        wrong = " OR ".join(f"typeof(\"{name}\") NOT IN ('null', '{kind}')" for name, kind in columns)
+        held = conn.execute(f'SELECT {types} FROM "{table}" WHERE {wrong} LIMIT 1').fetchone()
+        if held is not None:
+            name, kind, found = next((n, k, h) for (n, k), h in zip(columns, held, strict=True) if h not in ("null", k))
+            raise StoreError(f"{_name(conn)} is damaged: a value of {table}.{name} holds {found}, not {kind}")
 
 
 def read_specs(path: str | Path, labels: Sequence[str]) -> dict[str, set[str]]:
@@ -260,8 +395,6 @@ def read_specs(path: str | Path, labels: Sequence[str]) -> dict[str, set[str]]:
         return {}
     try:
         return stored_specs(conn, labels)
-    except sqlite3.DatabaseError as error:
-        raise ValueError(f"cannot read the leaderboard database {path}: {error}") from error
     finally:
         conn.close()
 
@@ -276,7 +409,7 @@ def _open_current(path: str | Path) -> sqlite3.Connection | None:
             conn.close()
             return None
         if version < SCHEMA_VERSION:
-            copy = sqlite3.connect(":memory:", isolation_level=None)
+            copy = _connect(":memory:", path)
             conn.backup(copy)
             conn.close()
             conn = copy
@@ -285,7 +418,7 @@ def _open_current(path: str | Path) -> sqlite3.Connection | None:
     except BaseException as error:
         conn.close()
         if isinstance(error, sqlite3.DatabaseError):
-            raise ValueError(f"cannot read the leaderboard database {path}: {error}") from error
+            raise _failure(path, error) from error
         raise
 
 
@@ -294,7 +427,8 @@ def _open_reading(path: str | Path) -> tuple[sqlite3.Connection, int]:
     ``mode=ro`` reads a WAL database through its -shm and -wal side files, making them where the directory
     allows, as any reader does (the next writer to close removes them); where it cannot, in a read-only
     directory, the file is opened ``immutable``, which is right only while no WAL holds commits the file
-    lacks, so a non-empty -wal there is refused. A schema newer than this code's is refused."""
+    lacks, so a non-empty -wal there is refused. A schema newer than this code's, and another program's
+    file, are refused (``_schema_version``)."""
     path = _database_file(path, must_exist=True)
     conn: sqlite3.Connection | None = None
     try:
@@ -305,18 +439,17 @@ def _open_reading(path: str | Path) -> tuple[sqlite3.Connection, int]:
                 raise
             wal = path.with_name(f"{path.name}-wal")
             if wal.is_file() and wal.stat().st_size:
-                raise ValueError(
+                raise StoreError(
                     f"cannot read {path}: its {wal.name} holds commits not yet in the file and the directory is "
                     "read-only; open it once where it can be written (leaderboard run does)"
                 ) from None
             conn, version = _read(path, immutable=True)
-        _check_not_newer(version)
         return conn, version
     except BaseException as error:
         if conn is not None:
             conn.close()
         if isinstance(error, sqlite3.DatabaseError):
-            raise ValueError(f"cannot read the leaderboard database {path}: {error}") from error
+            raise _failure(path, error) from error
         raise
 
 
@@ -324,9 +457,9 @@ def _read(path: Path, immutable: bool) -> tuple[sqlite3.Connection, int]:
     """A read-only connection to ``path`` and its schema version (reading it is what can fail)."""
     query = "mode=ro&immutable=1" if immutable else "mode=ro"
     uri = f"{path.resolve().as_uri()}?{query}"  # as_uri escapes '?', '#' and '%' in the path
-    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    conn = _connect(uri, path, uri=True, timeout=BUSY_TIMEOUT_S)
     try:
-        return conn, conn.execute("PRAGMA user_version").fetchone()[0]
+        return conn, _schema_version(conn)
     except BaseException:
         conn.close()
         raise
@@ -378,15 +511,24 @@ _COLUMNS = tuple(f.name for f in fields(GameRow))
 _INSERT = f"INSERT OR IGNORE INTO games ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 
 
+@_writes
 def insert_game(conn: sqlite3.Connection, row: GameRow) -> bool:
     """Store one game in its own transaction; False if that game was already stored."""
     return conn.execute(_INSERT, astuple(row)).rowcount == 1
 
 
+@_reads
 def count_games(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM games").fetchone()[0]
 
 
+@_reads
+def stored_env_ids(conn: sqlite3.Connection) -> list[str]:
+    """Every env id with a stored game, sorted."""
+    return [env_id for (env_id,) in conn.execute("SELECT DISTINCT env_id FROM games ORDER BY env_id")]
+
+
+@_reads
 def game_id(conn: sqlite3.Connection, key: tuple[str, str, str, int]) -> int | None:
     """The row id of the game stored under ``key`` (env id, player_0, player_1, seed), or None."""
     query = "SELECT id FROM games WHERE env_id = ? AND player0 = ? AND player1 = ? AND seed = ?"
@@ -398,6 +540,7 @@ _LISTED = ("id", "env_id", "player0", "player1", "seed", "reward0", "reward1", "
            "finished_at")  # fmt: skip
 
 
+@_reads
 def recent_games(
     conn: sqlite3.Connection, env_id: str | None = None, label: str | None = None, limit: int = 50
 ) -> list[dict[str, Any]]:
@@ -415,6 +558,7 @@ def recent_games(
     return [dict(zip(_LISTED, row, strict=True)) for row in conn.execute(query, [*params, limit])]
 
 
+@_reads
 def load_transcript(conn: sqlite3.Connection, row_id: int) -> dict[str, Any] | None:
     """One stored game, transcript included (``transcript``: its moves as [seat, text] and the end message),
     or None if no game has that id."""
@@ -427,12 +571,14 @@ def load_transcript(conn: sqlite3.Connection, row_id: int) -> dict[str, Any] | N
     return game
 
 
+@_reads
 def stored_keys(conn: sqlite3.Connection, env_ids: Iterable[str]) -> set[tuple[str, str, str, int]]:
     ids = list(env_ids)
     query = f"SELECT env_id, player0, player1, seed FROM games WHERE env_id IN ({', '.join('?' * len(ids))})"
     return {tuple(r) for r in conn.execute(query, ids)}
 
 
+@_reads
 def stored_specs(conn: sqlite3.Connection, labels: Sequence[str]) -> dict[str, set[str]]:
     """The stored specs under each of ``labels`` that has any: in its agent record and in its games' seats."""
     marks = ", ".join("?" * len(labels))
@@ -448,6 +594,7 @@ def stored_specs(conn: sqlite3.Connection, labels: Sequence[str]) -> dict[str, s
     return specs
 
 
+@_reads
 def error_keys(conn: sqlite3.Connection, env_ids: Iterable[str]) -> list[tuple[str, str, str, int]]:
     """The keys of the games of ``env_ids`` stored as errors."""
     ids = list(env_ids)
@@ -456,14 +603,14 @@ def error_keys(conn: sqlite3.Connection, env_ids: Iterable[str]) -> list[tuple[s
     return [tuple(r) for r in conn.execute(query, ids)]
 
 
+@_writes
 def delete_errors(conn: sqlite3.Connection, keys: Iterable[tuple[str, str, str, int]]) -> int:
     """Forget the error games among ``keys`` so that they are played again."""
-    conn.execute("BEGIN IMMEDIATE")
-    cursor = conn.executemany(
-        "DELETE FROM games WHERE error IS NOT NULL AND env_id = ? AND player0 = ? AND player1 = ? AND seed = ?",
-        list(keys),
-    )
-    conn.execute("COMMIT")
+    with _transaction(conn):
+        cursor = conn.executemany(
+            "DELETE FROM games WHERE error IS NOT NULL AND env_id = ? AND player0 = ? AND player1 = ? AND seed = ?",
+            list(keys),
+        )
     return cursor.rowcount
 
 
@@ -475,6 +622,7 @@ def label_conflict(db: str | Path, label: str, stored: Iterable[str], spec: str)
     )
 
 
+@_reads
 def check_labels(conn: sqlite3.Connection, specs: dict[str, str]) -> None:
     """A ValueError (``label_conflict``) if the database stores another spec under one of the labels of ``specs``
     (label -> the spec a run plays under it)."""
@@ -483,8 +631,7 @@ def check_labels(conn: sqlite3.Connection, specs: dict[str, str]) -> None:
     stored = stored_specs(conn, list(specs))
     for label, spec in specs.items():
         if other := stored.get(label, set()) - {spec}:
-            db = conn.execute("PRAGMA database_list").fetchone()[2]  # the main database's file
-            raise ValueError(label_conflict(db, label, other, spec))
+            raise ValueError(label_conflict(_name(conn), label, other, spec))
 
 
 @dataclass(frozen=True)
@@ -495,6 +642,7 @@ class StatedPolicy:
     exploitability: float
 
 
+@_writes
 def record_agent(
     conn: sqlite3.Connection, label: str, spec: str, kuhn: StatedPolicy | None = None, leduc: StatedPolicy | None = None
 ) -> None:
@@ -503,8 +651,7 @@ def record_agent(
     checks its labels before any game, but another run may store one between that check and this first write of
     the label: the check here and the write are one transaction, so of two runs that give one label two specs at
     once, the second to write stops."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with _transaction(conn):
         check_labels(conn, {label: spec})
         conn.execute(
             "INSERT OR REPLACE INTO agents (label, spec, kuhn_policy, kuhn_exploitability, recorded_at, "
@@ -520,10 +667,6 @@ def record_agent(
                 None if leduc is None else leduc.exploitability,
             ),
         )
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 @dataclass(frozen=True)
@@ -554,6 +697,7 @@ class StoredGame:
     latency_s1: float | None = None
 
 
+@_reads
 def load_games(
     conn: sqlite3.Connection, env_ids: Sequence[str] | None = None, labels: Sequence[str] | None = None
 ) -> list[StoredGame]:
@@ -584,6 +728,7 @@ class AgentRecord:
     leduc_exploitability: float | None = None
 
 
+@_writes
 def record_policy(conn: sqlite3.Connection, label: str, family: str, stated: StatedPolicy) -> None:
     """Add to an agent already stored the policy it states of one game family ("kuhn" or "leduc"): one UPDATE,
     atomic on its own (the connection is in autocommit mode)."""
@@ -595,6 +740,7 @@ def record_policy(conn: sqlite3.Connection, label: str, family: str, stated: Sta
     )
 
 
+@_reads
 def load_agents(conn: sqlite3.Connection) -> dict[str, AgentRecord]:
     rows = conn.execute(
         "SELECT label, spec, kuhn_policy, kuhn_exploitability, leduc_policy, leduc_exploitability FROM agents"
@@ -609,24 +755,21 @@ def load_agents(conn: sqlite3.Connection) -> dict[str, AgentRecord]:
     }
 
 
+@_writes
 def record_notes(conn: sqlite3.Connection, notes: Mapping[tuple[str, str], str]) -> None:
     """Store ``notes``, (label, env id) -> the line saying why that agent's games of that env id are marked,
     in one transaction, replacing an earlier line of the same key; an empty mapping writes nothing."""
     if not notes:
         return
     stamp, version = now(), spiral_arena.__version__
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with _transaction(conn):
         conn.executemany(
             "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?)",
             [(label, env_id, note, stamp, version) for (label, env_id), note in notes.items()],
         )
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
+@_reads
 def load_notes(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
     """Every stored note by (label, env id). An older database read by ``open_readonly`` is migrated in
     memory first, so it has the table, empty."""

@@ -257,7 +257,7 @@ def test_databases_that_cannot_be_used(tmp_path):
         store.connect(newer)
     garbage = tmp_path / "garbage.sqlite"
     garbage.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(ValueError, match="not a usable leaderboard database"):
+    with pytest.raises(ValueError, match=f"cannot open the leaderboard database {garbage}: file is not a database"):
         store.connect(garbage)
 
 

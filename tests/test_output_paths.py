@@ -97,7 +97,7 @@ def test_run_refuses_an_unwritable_database_before_playing(tmp_path, existing, l
     finally:
         target.chmod(mode | 0o200)
     refused(result, f"spiral-arena leaderboard: error: --db {db} {reason.format(folder=folder)}")
-    assert "not a usable leaderboard database" not in result.stderr
+    assert "cannot open the leaderboard database" not in result.stderr
     assert fingerprint(folder) == before  # no game played, nothing made
 
 
