@@ -15,6 +15,7 @@ from typing import Any
 from spiral_arena.agents import model_path_problem, spec_problem
 from spiral_arena.core.observations import OBS_FORMATS
 from spiral_arena.evals.data import DataError, load_benchmark
+from spiral_arena.models.checkpoints import MAX_NEW_TOKENS
 from spiral_arena.outputs import write_problem
 from spiral_arena.registry import GameSpec, env_id_problem
 from trainers import rundir
@@ -90,7 +91,8 @@ RANGES: dict[str, Range] = {
     "samples_per_step": _AT_LEAST_1,
     "rollout_shards": _AT_LEAST_1,
     "games_in_flight": _AT_LEAST_1,
-    "max_new_tokens": _AT_LEAST_1,
+    # every checkpoint records it, and a record asking for longer answers is refused where it is read
+    "max_new_tokens": Range(1, MAX_NEW_TOKENS),
     "temperature": _NON_NEGATIVE,
     "top_p": Range(0, 1, open_low=True),
     "max_game_actions": _AT_LEAST_1,

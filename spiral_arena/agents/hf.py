@@ -28,6 +28,7 @@ class HFAgent(ModelAgent):
     ) -> None:
         """``reads``: spec options that override how the checkpoint reads games (``ModelAgent.read_options``)."""
         reads = self.read_options(f"hf:{path}", reads)  # before anything loads
+        recorded = read_settings(path)  # its record's fields checked, before the model loads too
         try:
             import torch
 
@@ -43,9 +44,7 @@ class HFAgent(ModelAgent):
         # reply with it (Qwen's <|im_end|>), not with the tokenizer's EOS
         stop_ids = stop_token_ids(tokenizer, self.model.generation_config)
         engine = HFEngine(self.model, stop_ids, tokenizer.pad_token_id)
-        self._setup(
-            engine, tokenizer, stop_ids, read_settings(path), temperature, top_p, max_new_tokens, seed, reads
-        )
+        self._setup(engine, tokenizer, stop_ids, recorded, temperature, top_p, max_new_tokens, seed, reads)
 
     def score_answers(self, observation: str, answers: list[str], temperature: float = 1.0) -> list[float]:
         """Log-probability of each whole answer (ending the turn) as the reply to ``observation`` when

@@ -29,6 +29,7 @@ class VLLMAgent(ModelAgent):
         **reads: Any,
     ) -> None:
         reads = self.read_options(f"vllm:{path}", reads)  # before anything loads
+        recorded = read_settings(path)  # its record's fields checked, before the model loads too
         from spiral_arena.models.vllm import VLLMSettings, default_dtype, import_vllm, serve_checkpoint
 
         import_vllm(f"vllm:{path}")  # before default_dtype reads vLLM's platform
@@ -42,9 +43,7 @@ class VLLMAgent(ModelAgent):
         )
         self.path = path
         tokenizer, stop_ids, engine = serve_checkpoint(path, settings)
-        self._setup(
-            engine, tokenizer, stop_ids, read_settings(path), temperature, top_p, max_new_tokens, seed, reads
-        )
+        self._setup(engine, tokenizer, stop_ids, recorded, temperature, top_p, max_new_tokens, seed, reads)
 
     def kuhn_policy(self) -> dict[str, float]:
         """Its single-hand Kuhn policy, read exactly as an ``hf:`` agent of the same checkpoint and sampling

@@ -3,18 +3,23 @@ trainer checkpoint and SFT output. It records how the model was prompted (prompt
 format, thinking), how its run sampled it, the games it was trained on (each id with every option, and the
 observation format it read) and, for a LoRA checkpoint, the base model the adapter applies to. Whoever plays
 it prompts and samples it the same way and shows it each game in the text it trained on (``Trained``).
+``read_settings`` checks every field it knows (``RECORD``) as it reads the file, so a bad value is one line
+naming the file and the field before any model loads, never a failure in the middle of a game.
 """
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spiral_arena.registry import TEXT_OPTIONS, GameSpec
+from spiral_arena.core.observations import OBS_FORMATS
+from spiral_arena.models import Sampling
+from spiral_arena.models.policy import PROMPT_TEMPLATES
+from spiral_arena.registry import TEXT_OPTIONS, GameSpec, env_id_problem
 
 SETTINGS_FILE = "spiral_arena.json"
 ADAPTER_FILE = "adapter_config.json"  # peft's: the directory holds a LoRA adapter, not full weights
@@ -35,19 +40,18 @@ def files_problem(path: str | Path) -> str | None:
     transformers does not know, a ``.safetensors`` file whose header does not match its size (a cut copy).
     None when the files look whole. transformers' own errors for these are tracebacks without the file."""
     path = Path(path)
-    for name in JSON_FILES:
-        file = path / name
-        if not file.is_file():
-            continue
-        try:
-            data = json.loads(file.read_text())
-        except (ValueError, UnicodeDecodeError) as error:
-            return f"{file} is not valid JSON ({error}): the file is damaged or cut short"
-        if not isinstance(data, dict):
-            return f"{file} holds a JSON {type(data).__name__}, not an object: it is not a {name} transformers reads"
-        if name == "config.json" and "auto_map" not in data:  # (a model with its own code names its classes)
-            if (problem := _model_type_problem(data.get("model_type"))) is not None:
-                return f"{file}: {problem}"
+    try:
+        for name in JSON_FILES:
+            file = path / name
+            if not file.is_file():
+                continue
+            data = _json_object(file)
+            if name == "config.json" and "auto_map" not in data:  # (a model with its own code names its classes)
+                if (problem := _model_type_problem(data.get("model_type"))) is not None:
+                    return f"{file}: {problem}"
+        read_settings(path)  # and the fields of its record
+    except ValueError as error:
+        return str(error)
     for file in sorted(path.glob("*.safetensors")):
         if (why := _safetensors_problem(file)) is not None:
             return f"{file} {why}"
@@ -84,10 +88,141 @@ def _safetensors_problem(path: Path) -> str | None:
     return None if size == expected else f"is {size - expected} bytes longer than its header says"
 
 
+def _json_object(file: Path) -> dict[str, Any]:
+    """The JSON object ``file`` holds; a ValueError naming the file when it does not parse or is no object."""
+    try:
+        data = json.loads(file.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{file} is not valid JSON ({error}): the file is damaged or cut short") from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{file} holds a JSON {type(data).__name__}, not an object: not the {file.name} of a model directory"
+        )
+    return data
+
+
+# A check of one value: None when it is valid, else (where in the value it fails: "", ".top_p" or "[1].game";
+# what is held there; what is valid there).
+Problem = tuple[str, Any, str]
+Check = Callable[[Any], Problem | None]
+_MISSING = object()  # a required field that is not there
+# The longest answer a record may ask for. A move, reasoned or not, takes tens to a few thousand tokens (the
+# eval presets allow 8192), and 32768 tokens fill the whole context of the larger models one trains here
+# (SmolLM2's holds 8192), so a larger value is no run's real setting but a damaged record: 10**12 made the
+# engine allocate an 8 TB attention mask at the first move, 10**7 an 80 MB one per row.
+MAX_NEW_TOKENS = 32768
+SHOWN_CHARS = 80  # of a bad value, in its error line
+
+
+def _valid(valid: str, ok: Callable[[Any], bool]) -> Check:
+    """The check of one value that ``ok`` passes; ``valid`` says which values those are."""
+    return lambda value: None if value is not _MISSING and ok(value) else ("", value, valid)
+
+
+def _one_of(choices: Iterable[str]) -> Check:
+    choices = tuple(choices)
+    return _valid(
+        " or ".join(json.dumps(c) for c in choices), lambda value: isinstance(value, str) and value in choices
+    )
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _samples(name: str, value: Any) -> bool:
+    """Whether ``Sampling``, the one home of the sampling rules, takes ``value`` as its ``name``."""
+    try:
+        Sampling(**{**DEFAULT_SAMPLING, name: value})
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _game(value: Any) -> Problem | None:
+    """A game id with its options that the registry builds (``env_id_problem``, the one check of game ids)."""
+    valid = "a registered game id with options its game takes, e.g. KuhnPoker-v0:rounds=1"
+    if not isinstance(value, str):
+        return ("", value, valid)
+    problem = env_id_problem(value)
+    return None if problem is None else ("", value, f"{valid} ({problem})")
+
+
+def _object(fields: Mapping[str, Check], required: Iterable[str] = ()) -> Check:
+    """An object whose fields each pass their check and that has each ``required`` one. Fields not in
+    ``fields`` are left alone: a newer spiral-arena may record more."""
+
+    def check(value: Any) -> Problem | None:
+        if not isinstance(value, dict):
+            return ("", value, f"an object of {', '.join(fields)}")
+        for name, inner in fields.items():
+            held = value.get(name, _MISSING)
+            if (held is not _MISSING or name in required) and (problem := inner(held)) is not None:
+                return (f".{name}{problem[0]}", *problem[1:])
+        return None
+
+    return check
+
+
+def _list_of(item: Check, valid: str) -> Check:
+    def check(value: Any) -> Problem | None:
+        if not isinstance(value, list):
+            return ("", value, valid)
+        for index, entry in enumerate(value):
+            if (problem := item(entry)) is not None:
+                return (f"[{index}]{problem[0]}", *problem[1:])
+        return None
+
+    return check
+
+
+RECORD: dict[str, Check] = {  # every field trainers/checkpoint.py and trainers/sft.py write, each one's check
+    "step": _valid("a whole number >= 0", lambda value: _whole(value) and value >= 0),
+    "kind": _one_of(TRAINED_KINDS),
+    "prompt_template": _one_of(PROMPT_TEMPLATES),
+    "obs_format": _one_of(("", *OBS_FORMATS)),  # "" = each game's own
+    "thinking": _valid("true or false", lambda value: isinstance(value, bool)),
+    "games": _list_of(
+        _object({"game": _game, "obs_format": _one_of(OBS_FORMATS)}, required=("game",)),
+        'a list of {"game": ID, "obs_format": FORMAT} objects',
+    ),
+    "base_model": _valid(
+        "text: the model a LoRA adapter applies to (empty: full weights)", lambda value: isinstance(value, str)
+    ),
+    "stopped_early": _valid("text saying where the run stopped", lambda value: isinstance(value, str)),
+    "sampling": _object(
+        {
+            "temperature": _valid("a number >= 0 (0 = greedy)", lambda value: _samples("temperature", value)),
+            "top_p": _valid("a number in (0, 1]", lambda value: _samples("top_p", value)),
+            "max_new_tokens": _valid(
+                f"a whole number of tokens from 1 to {MAX_NEW_TOKENS}",
+                lambda value: _samples("max_new_tokens", value) and value <= MAX_NEW_TOKENS,
+            ),
+        }
+    ),
+    "loss_first": _valid("a number", _number),  # SFT's first and last loss
+    "loss_last": _valid("a number", _number),
+}
+_check_record = _object(RECORD)
+
+
 def read_settings(path: str | Path) -> dict[str, Any]:
-    """The directory's settings, or {} for a plain model directory."""
-    settings = Path(path) / SETTINGS_FILE
-    return json.loads(settings.read_text()) if settings.is_file() else {}
+    """The directory's settings, every field checked (``RECORD``), or {} for a plain model directory. A bad
+    one is a ValueError of one line naming the file, the field, what it holds and what is valid."""
+    file = Path(path) / SETTINGS_FILE
+    if not file.is_file():
+        return {}
+    settings = _json_object(file)
+    if (problem := _check_record(settings)) is not None:
+        where, held, valid = problem
+        shown = "nothing" if held is _MISSING else json.dumps(held)
+        shown = shown if len(shown) <= SHOWN_CHARS else f"{shown[:SHOWN_CHARS]}..."
+        raise ValueError(f"{file}: {where.removeprefix('.')} holds {shown}; valid: {valid}")
+    return settings
 
 
 def last_checkpoint(run: Path) -> Path | None:
