@@ -205,10 +205,12 @@ def _add_server_arguments(parser: argparse.ArgumentParser, port: int, key_variab
 
 def cmd_web(args: argparse.Namespace) -> int:
     from leaderboard.web import web
+    from leaderboard.web.policy import Policy
 
     api_key = _api_key(args.api_key, "SPIRAL_ARENA_WEB_KEY")
     _check(_port_problem(args.port))
-    web(args.db, host=args.host, port=args.port, api_key=api_key, allow_hosts=tuple(args.allow_host))
+    rules = Policy.make(args.agents, args.model_root, args.allow_hub)
+    web(args.db, host=args.host, port=args.port, api_key=api_key, allow_hosts=tuple(args.allow_host), rules=rules)
     return 0
 
 
@@ -420,6 +422,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--db",
         default="leaderboard.sqlite",
         help="the leaderboard database shown, where the games played on the page are stored (default: %(default)s)",
+    )
+    p.add_argument(
+        "--agents",
+        action="append",
+        default=[],
+        metavar="[NAME=]SPEC",
+        help="an agent the page offers beyond the scripted ones and local models, e.g. an API model with its key "
+        "(gpt=openai:gpt-4o-mini); repeatable. Clients never name API agents, keys or URLs themselves",
+    )
+    p.add_argument(
+        "--model-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder whose model and checkpoint directories clients may play as hf:/vllm: PATH; repeatable "
+        "(default: the current folder)",
+    )
+    p.add_argument(
+        "--allow-hub", action="store_true", help="let clients name model hub ids (hf:ORG/NAME), downloaded on first use"
     )
     _add_server_arguments(p, 8002, "SPIRAL_ARENA_WEB_KEY")
     p.set_defaults(func=cmd_web)

@@ -326,17 +326,23 @@ def _read_int(text: str) -> int | _LongNumber:
 
 
 def _fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, or NumberTooLong naming the field that holds an integer too long to read."""
+    """A JSON object, or NumberTooLong naming the field that holds an integer too long to read, or a 400 for a
+    key given twice (parsers disagree on which value wins, so neither is guessed)."""
+    seen: set[str] = set()
     for key, value in pairs:
         if isinstance(value, _LongNumber):
             raise NumberTooLong(f"{key[:40]!r} is", value.digits)
+        if key in seen:
+            raise RequestError(400, f"the key {key[:40]!r} is given twice in one object; give each key once")
+        seen.add(key)
     return dict(pairs)
 
 
 def parse_body(raw: bytes, what: str = "the request body") -> Any:
     """The JSON of a request body (``what`` names it in errors: a WebSocket message, say), or
-    RequestError: too large, not JSON, too deeply nested, text that cannot be encoded back (a lone
-    surrogate such as "\ud800"), or (``NumberTooLong``) an integer with too many digits to read."""
+    RequestError: too large, not UTF-8, not JSON, too deeply nested, a key given twice, text that cannot be
+    encoded back (a lone surrogate such as "\ud800"), or (``NumberTooLong``) an integer with too many digits
+    to read."""
     if len(raw) > MAX_BODY_BYTES:
         raise RequestError(413, f"{what} is larger than {MAX_BODY_BYTES} bytes")
 
@@ -344,7 +350,11 @@ def parse_body(raw: bytes, what: str = "the request body") -> Any:
         raise NumberTooLong(f"{what} holds", value.digits)
 
     try:
-        body = json.loads(raw, parse_int=_read_int, object_pairs_hook=_fields)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError(400, f"{what} is not valid UTF-8 text") from None
+    try:
+        body = json.loads(text, parse_int=_read_int, object_pairs_hook=_fields)
         json.dumps(body, ensure_ascii=False, default=long_number).encode("utf-8")
     except RecursionError:
         raise RequestError(400, f"{what} is nested too deeply") from None

@@ -8,12 +8,13 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -358,15 +359,16 @@ def test_the_api_refuses_what_it_cannot_play_with_one_sentence_and_loses_nothing
 
 
 def test_a_checkpoint_and_an_api_model_play_on_the_page_and_are_stored_under_their_specs(browser, tmp_path):
-    """Any agent spec sits in a seat: an API model (here `spiral-arena serve --agent expert` behind the OpenAI
-    protocol, a real HTTP server) against an hf: checkpoint (the tiny model, untrained: its answer is stored
-    as given, invalid or not), watched in the browser to the end."""
+    """An API model the server offers (``--agents``; here `spiral-arena serve --agent expert` behind the OpenAI
+    protocol, a real HTTP server) against an hf: checkpoint under its ``--model-root`` (the tiny model,
+    untrained: its answer is stored as given, invalid or not), watched in the browser to the end."""
     pytest.importorskip("transformers", reason="needs the train extra")
     from trainers.tiny import create_tiny
 
     model = create_tiny(tmp_path / "tiny", ["TicTacToe-v0"])
     upstream = Server(tmp_path, "--agent", "expert")
-    web = Web(tmp_path, "--db", str(tmp_path / "lb.sqlite"))
+    web = Web(tmp_path, "--db", str(tmp_path / "lb.sqlite"), "--agents", f"openai:m@{upstream.url}",
+              "--model-root", str(tmp_path))  # fmt: skip
     try:
         page = browser.new_page(viewport={"width": 1200, "height": 900}, bypass_csp=True)
         page.set_default_timeout(120_000)
@@ -386,3 +388,252 @@ def test_a_checkpoint_and_an_api_model_play_on_the_page_and_are_stored_under_the
     assert moves[0][0] == 0 and moves[0][1].startswith("[") and any(seat == 1 for seat, _ in moves)
     assert row["error"] is None and row["api_moves0"] == sum(seat == 0 for seat, _ in moves)
     assert "Traceback" not in web.log()
+
+
+# -- boards, seeds and the page's own policy --------------------------------------------------------
+
+
+def board_cells(page: object) -> dict[tuple[int, int], str]:
+    """The board on the page: each cell's mark by (row, column), row 0 the top row."""
+    cells = page.eval_on_selector_all(
+        "#grid .cell", "cs => cs.map(c => [+c.dataset.row, +c.dataset.col, c.textContent])"
+    )
+    return {(row, col): mark for row, col, mark in cells}
+
+
+def marked(page: object) -> list[tuple[int, int]]:
+    """The cells the board outlines as the last move."""
+    cells = page.eval_on_selector_all("#grid .cell.last", "cs => cs.map(c => [+c.dataset.row, +c.dataset.col])")
+    return [tuple(cell) for cell in cells]
+
+
+def transcript(page: object) -> list[str]:
+    return page.eval_on_selector_all("#transcript li .answer", "answers => answers.map(a => a.textContent)")
+
+
+def played_number(answer: str) -> int:
+    """The cell or column an answer names (its last bracketed number: the expert answers "[4]")."""
+    return int(re.findall(r"\[(\d+)\]", answer)[-1])
+
+
+def play_on_the_board(page: object, target: str, check: Callable[[object], None]) -> list[str]:
+    """On each of the person's turns click the first clickable ``target`` of the board (``button.cell``, a
+    column's ``button.line``) until the game is over, calling ``check(page)`` whenever a move has been made;
+    the actions clicked, as the buttons carry them."""
+    clicked = []
+    while True:
+        page.wait_for_function(
+            "!document.querySelector('#result').hidden || "
+            "(!document.querySelector('#your-turn').hidden && document.querySelector('#grid button'))"
+        )
+        if transcript(page):
+            check(page)
+        if page.is_visible("#result"):
+            return clicked
+        moves = len(transcript(page))
+        button = page.locator(f"#grid {target}").first
+        clicked.append(button.get_attribute("data-action"))
+        button.click()
+        page.wait_for_function(f"document.querySelectorAll('#transcript li').length > {moves}")
+
+
+def check_tictactoe_mark(page: object) -> None:
+    """The outlined cell is the one the last answer of the transcript names, and holds a mark."""
+    cell = divmod(played_number(transcript(page)[-1]), 3)
+    assert marked(page) == [cell] and board_cells(page)[cell] in ("O", "X")
+
+
+def check_connect_four_mark(page: object) -> None:
+    """The outlined cell is the top piece of the column the last answer of the transcript names."""
+    column = played_number(transcript(page)[-1])
+    cells = board_cells(page)
+    top = min(row for (row, col), mark in cells.items() if col == column and mark)
+    assert marked(page) == [(top, column)]
+
+
+def test_a_person_plays_tictactoe_by_clicking_the_board_with_the_last_move_marked(page, web, tmp_path):
+    start(page, "TicTacToe-v0", ("human", "expert"), seed=11)
+    assert page.is_visible("#match-board") and len(page.query_selector_all("#grid .cell")) == 9
+    assert marked(page) == [] and set(board_cells(page).values()) == {""}
+    legal = page.eval_on_selector_all("#legal button", "bs => bs.map(b => b.textContent)")
+    actions = page.eval_on_selector_all("#grid button.cell", "bs => bs.map(b => b.dataset.action)")
+    assert actions == legal == [f"[{c}]" for c in range(9)], "each cell carries the env's own legal action"
+    page.click("#grid button.cell[data-row='1'][data-col='1']")  # the centre
+    page.wait_for_function("document.querySelectorAll('#transcript li').length === 2")
+    page.wait_for_selector("#grid button.cell")
+    assert transcript(page)[0] == "[4]" and board_cells(page)[(1, 1)] == "O"
+    check_tictactoe_mark(page)
+    # the text a model reads is one click away
+    assert not page.is_visible("#observation")
+    shot(page, tmp_path, "web-board-tictactoe.png")
+    page.click("#reads summary")
+    assert page.is_visible("#observation") and "Legal actions: [" in page.text_content("#observation")
+    clicked = ["[4]", *play_on_the_board(page, "button.cell", check_tictactoe_mark)]
+    assert "Stored in" in page.text_content("#result") and page.query_selector_all("#grid button") == []
+    (row,) = stored_rows(tmp_path / "lb.sqlite")
+    moves = json.loads(row["transcript"])["moves"]
+    assert [text for seat, text in moves if seat == 0] == clicked, "a click sends the cell's action, as typed"
+    assert [text for _, text in moves] == transcript(page)
+    assert row["reward1"] >= 0 and row["invalid_reason"] is None
+
+
+def test_a_person_plays_connect_four_by_clicking_columns(page, web, tmp_path):
+    start(page, "ConnectFour-v0", ("human", "expert"), seed=5)
+    assert page.is_visible("#match-board") and len(page.query_selector_all("#grid .cell")) == 42
+    columns = page.eval_on_selector_all("#grid button.line", "bs => bs.map(b => [+b.dataset.col, b.dataset.action])")
+    assert columns == [[c, f"[{c}]"] for c in range(7)], "each column carries the env's own legal action"
+    page.click("#grid button.line[data-col='2']")
+    page.wait_for_function("document.querySelectorAll('#transcript li').length === 2")
+    page.wait_for_selector("#grid button.line")
+    assert transcript(page)[0] == "[2]" and board_cells(page)[(5, 2)] == "X", "a piece falls to the bottom row"
+    check_connect_four_mark(page)
+    page.mouse.move(0, 0)  # no column lit by the pointer in the picture (docs/web.md shows it)
+    shot(page, tmp_path, "web-board.png")
+    clicked = ["[2]", *play_on_the_board(page, "button.line", check_connect_four_mark)]
+    assert page.query_selector_all("#grid button") == [], "no column is clickable once the game is over"
+    (row,) = stored_rows(tmp_path / "lb.sqlite")
+    assert (row["env_id"], row["player0"], row["player1"]) == ("ConnectFour-v0", "human", "expert")
+    moves = json.loads(row["transcript"])["moves"]
+    assert [text for seat, text in moves if seat == 0] == clicked and [text for _, text in moves] == transcript(page)
+    assert row["invalid_reason"] is None and row["reward1"] >= 0
+    shot(page, tmp_path, "web-board-connectfour-end.png")
+
+
+def test_two_agents_at_snake_are_drawn_without_clickable_cells(page, web, tmp_path):
+    start(page, "Snake-v0", ("expert", "random"), options="rounds=3", seed=2)
+    assert page.is_visible("#match-board") and len(page.query_selector_all("#grid .cell")) == 25
+    assert sorted(m for m in board_cells(page).values() if m in ("0", "1")) == ["0", "1"]
+    for moves in (1, 2):  # a round: both snakes moved, both heads outlined
+        page.click("#step")
+        page.wait_for_function(f"document.querySelectorAll('#transcript li').length === {moves}")
+    cells = board_cells(page)
+    assert sorted(cells[cell] for cell in marked(page)) == ["0", "1"]
+    assert page.query_selector_all("#grid button") == [], "nobody on this page plays a seat"
+
+
+def test_the_page_sends_the_seed_as_typed(page, web, tmp_path):
+    """A seed is sent as the text in the field: JavaScript numbers would round one above 2**53."""
+    seed = 2**53 - 1
+    with page.expect_request(lambda request: request.url.endswith("/api/matches")) as sent:
+        start(page, "KuhnPoker-v0", ("expert", "random"), options="rounds=1", seed=seed)
+    assert json.loads(sent.value.post_data)["seed"] == str(seed)
+
+
+def test_the_page_keeps_its_own_policy_with_a_heatmap_and_a_board(browser, web, tmp_path):
+    """Under the server's Content-Security-Policy (no bypass): the leaderboard tab with its head-to-head heatmap
+    and a board played by clicking trigger no securitypolicyviolation and no console error, and the heatmap's
+    colours apply (classes of the page's style, as in the report page of leaderboard show --html)."""
+    db = tmp_path / "lb.sqlite"
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "spiral_arena.cli"]
+    run = [*command, "leaderboard", "run", "--agents", "random,expert", "--games", "TicTacToe-v0,KuhnPoker-v0:rounds=1"]
+    subprocess.run([*run, "--games-per-pair", "4", "--db", str(db), "--no-progress"], check=True, timeout=300)
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.add_init_script(
+        "window.violations = [];"
+        "document.addEventListener('securitypolicyviolation', e =>"
+        "  window.violations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sample}`));"
+    )
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: console.append(str(error)))
+    page.goto(web.url + "/")
+    page.wait_for_selector("#game option", state="attached")
+    page.click("#tab-board")
+    page.wait_for_selector("#board table.matrix td[title]")
+    heat = "cells => cells.map(c => getComputedStyle(c).backgroundColor)"
+    shown = page.eval_on_selector_all("#board table.matrix td[title]", heat)
+    shot(page, tmp_path, "web-heatmap.png")
+    page.click("#tab-match")
+    start(page, "TicTacToe-v0", ("human", "expert"), seed=3)
+    page.click("#grid button.cell >> nth=0")
+    page.wait_for_selector("#transcript li:nth-child(2)")
+    page.wait_for_selector("#grid .cell.last")
+    page.click("#reads summary")
+    page.wait_for_selector("#observation", state="visible")
+    violations = page.evaluate("window.violations")
+    page.close()
+    assert violations == [] and console == [], f"the page broke its own policy: {violations} {console}"
+    assert len(shown) >= 4 and "rgba(0, 0, 0, 0)" not in shown, f"the heatmap has no colours: {shown}"
+    # the report page of leaderboard show --html colours the same cells alike
+    subprocess.run([*command, "leaderboard", "show", "--db", str(db), "--html", str(tmp_path / "lb.html")],
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    assert "style=" not in (tmp_path / "lb.html").read_text()
+    report = browser.new_page(viewport={"width": 1200, "height": 900})
+    report.goto((tmp_path / "lb.html").as_uri())
+    assert report.eval_on_selector_all("table.matrix td[title]", heat) == shown
+    report.close()
+
+
+def test_the_heatmap_steps_of_the_report_are_the_pages(tmp_path):
+    """app.css colours the head to head of the leaderboard tab with the report's own steps (page.css)."""
+    root = Path(__file__).resolve().parents[1]
+    rule = re.compile(r"^\.matrix td\.heat-\d+ \{.*\}$", re.MULTILINE)
+    report_rules = rule.findall((root / "leaderboard" / "report" / "page.css").read_text())
+    assert len(report_rules) == 11
+    assert report_rules == rule.findall((root / "leaderboard" / "web" / "static" / "app.css").read_text())
+
+
+def test_boards_of_real_games_after_known_moves():
+    from leaderboard.web.boards import board
+    from spiral_arena import make
+
+    def played(env_id: str, answers: list[str], seed: int = 0, **options: object) -> tuple[object, dict]:
+        env = make(env_id, **options)
+        env.reset(seed=seed)
+        for text in answers:
+            env.step(text)
+        return env, board(env, answers)
+
+    env, drawn = played("TicTacToe-v0", ["[4]", "[0]", "I take a corner: \\boxed{[8]}"])
+    assert drawn["cells"] == [["X", "", ""], ["", "O", ""], ["", "", "O"]] and (drawn["rows"], drawn["cols"]) == (3, 3)
+    assert drawn["last"] == [[2, 2]] and drawn["seats"] == ["O", "X"] and drawn["click"] == "cell"
+    assert (
+        [a["text"] for a in drawn["actions"]]
+        == env.infos["player_1"]["legal_actions"]
+        == ["[1]", "[2]", "[3]", "[5]", "[6]", "[7]"]
+    )
+    assert all(
+        drawn["cells"][a["row"]][a["col"]] == "" and a["text"] == f"[{3 * a['row'] + a['col']}]"
+        for a in drawn["actions"]
+    )
+    _, drawn = played("TicTacToe-v0", ["[4]", "[4]"], invalid_move="retry")  # refused: nothing moved
+    assert drawn["last"] == [[1, 1]] and len(drawn["actions"]) == 8
+    _, drawn = played("TicTacToe-v0", ["[0]", "[3]", "[1]", "[4]", "[2]"])  # O completes the top row
+    assert drawn["cells"][0] == ["O", "O", "O"] and drawn["last"] == [[0, 2]] and drawn["actions"] == []
+
+    env, drawn = played("ConnectFour-v0", ["[3]", "[3]", "[4]"])
+    assert (drawn["rows"], drawn["cols"], drawn["click"], drawn["seats"]) == (6, 7, "column", ["X", "O"])
+    assert drawn["cells"][5] == ["", "", "", "X", "X", "", ""] and drawn["cells"][4][3] == "O"
+    assert drawn["last"] == [[5, 4]]
+    assert {a["col"]: (a["row"], a["text"]) for a in drawn["actions"]} == {
+        0: (5, "[0]"),
+        1: (5, "[1]"),
+        2: (5, "[2]"),
+        3: (3, "[3]"),
+        4: (4, "[4]"),
+        5: (5, "[5]"),
+        6: (5, "[6]"),
+    }  # each column's action, on the cell its piece would land on
+    _, drawn = played("ConnectFour-v0", ["[0]"] * 6)
+    assert [row[0] for row in drawn["cells"]] == ["O", "X", "O", "X", "O", "X"] and drawn["last"] == [[0, 0]]
+    assert [a["col"] for a in drawn["actions"]] == [1, 2, 3, 4, 5, 6], "a full column is not offered"
+
+    env, drawn = played("Snake-v0", [], seed=1)
+    assert drawn["last"] == [] and (drawn["rows"], drawn["cols"]) == (5, 5)
+    drawing = [line.split("|")[1].split() for line in env.game.render(env.state_).splitlines()[1:-2]]
+    assert drawn["cells"] == [["" if mark == "." else mark for mark in row] for row in drawing]
+    env, drawn = played("Snake-v0", ["[up]", "[left]"], seed=1)  # one round: both heads moved
+    heads = {drawn["cells"][row][col] for row, col in drawn["last"]}
+    assert heads == {"0", "1"} and len(drawn["last"]) == 2
+    (x, y), (row, col) = env.state_.bodies[0][0], drawn["last"][0]
+    assert (row, col) == (4 - y, x)
+    steps = {"[up]": (-1, 0), "[down]": (1, 0), "[left]": (0, -1), "[right]": (0, 1)}
+    on_board = {
+        text: (row + dr, col + dc) for text, (dr, dc) in steps.items() if 0 <= row + dr < 5 and 0 <= col + dc < 5
+    }
+    assert {a["text"]: (a["row"], a["col"]) for a in drawn["actions"]} == on_board, "player 0's head's neighbours"
+
+    env = make("KuhnPoker-v0")
+    assert board(env, []) is None, "before reset"
+    env.reset(seed=0)
+    assert board(env, []) is None, "a game without a board"

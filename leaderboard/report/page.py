@@ -33,6 +33,7 @@ from leaderboard.report.plot import png_bytes
 from leaderboard.standings import Scope, SoloScope, Standings
 
 ASSETS = ("page.css", "page.js")  # the page's style and script, package data of leaderboard.report
+HEAT_BINS = 10  # a head-to-head score is coloured in steps of 1 / HEAT_BINS: classes heat-0 to heat-10
 
 
 def asset(name: str) -> str:
@@ -66,6 +67,13 @@ def _standings_table(scope: Scope | SoloScope, reasoning: ReasoningColumn | None
     )
 
 
+def heat_class(score: float) -> str:
+    """The class colouring a head-to-head cell by the row's score, from red (0) to green (1) in ``HEAT_BINS``
+    steps (``page.css`` and the web page's ``app.css`` define them): a class, not a style attribute, so the
+    cells stay within a Content-Security-Policy that allows no inline style."""
+    return f"heat-{round(HEAT_BINS * score)}"
+
+
 def _matrix_table(scope: Scope, keys: dict[str, str]) -> str:
     """Rows name the agent after its key; columns show only the key (the name is in their tooltip), so
     the matrix stays narrow however long the labels are."""
@@ -81,9 +89,8 @@ def _matrix_table(scope: Scope, keys: dict[str, str]) -> str:
                 cells.append("<td></td>")
                 continue
             payoff = f"<br><small>{num(cell.mean_payoff, '+.3f')}</small>" if scope.payoff_unit else ""
-            hue = 120 * cell.score
             cells.append(
-                f'<td style="background:hsl({hue:.0f},60%,85%)" title="{cell.games} games">'
+                f'<td class="{heat_class(cell.score)}" title="{cell.games} games">'
                 f"{cell.wins}-{cell.draws}-{cell.losses}{payoff}</td>"
             )
         rows.append(

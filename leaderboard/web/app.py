@@ -3,14 +3,17 @@
 ``GET /`` is the page (``static/``: one HTML file, its script and its style, served from the package, so it
 works without internet). The API under ``/api``:
 
-- ``GET /api/games``: every registered game with its options and their defaults.
-- ``POST /api/matches`` ``{"game", "seats": ["human", "expert"], "seed"?}``: a new match (``matches``);
-  ``GET /api/matches/{id}``: its state; ``POST /api/matches/{id}/step`` ``{"at"}``: the agent whose turn it is
-  answers; ``POST /api/matches/{id}/move`` ``{"text", "at"}``: a person's move. ``at`` is the number of moves
+- ``GET /api/games``: every registered game with its options and their defaults, and the server's own agents.
+- ``POST /api/matches`` ``{"game", "seats": ["human", "expert"], "seed"?}``: a new match (``matches``), its
+  players as ``policy`` allows them (the seed a number or a decimal string); ``GET /api/matches/{id}``: its
+  state; ``POST /api/matches/{id}/step`` ``{"at"}``: the agent whose turn it is answers;
+  ``POST /api/matches/{id}/move`` ``{"text", "at"}``: a person's move. ``at``, required, is the number of moves
   the page has seen, so a repeated request is refused, never played twice.
 - ``GET /api/leaderboard``: the standings of ``--db`` as ``leaderboard show`` computes them, as the HTML
   sections of its report page (``leaderboard.report.html_sections``), with the number of stored games;
   ``GET /api/stored?game=&agent=``: the latest stored games; ``GET /api/stored/{id}``: one, with its transcript.
+  A database that cannot be read (corrupt, foreign, gone unreadable) is a 503 naming it, on every endpoint;
+  ``web`` refuses to start on one.
 
 Who may use it: the rules of ``serve`` and ``env-server`` (``serve.refusal``: the Host must be a name the
 server answers, an Origin must be this server, on its port; with ``--api-key`` a bearer token), on every
@@ -22,8 +25,10 @@ load them; the page then asks for the token and sends it with each API call. POS
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import asynccontextmanager, contextmanager
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -33,8 +38,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from leaderboard import report, store
+from leaderboard.schedule import SEED_MAX
 from leaderboard.standings import compute
-from leaderboard.web.matches import HUMAN, MatchError, Matches
+from leaderboard.web.matches import Matches
+from leaderboard.web.policy import HUMAN, Policy, Refused, move_text, moves_seen, seed_of
 from spiral_arena.registry import REGISTRY, GameSpec
 from spiral_arena.serve import LOOPBACK_NAMES, RequestError, host_names, read_json, refusal, startup_messages
 
@@ -70,46 +77,55 @@ def leaderboard(db: str) -> dict[str, Any]:
     """The standings of ``db`` as ``leaderboard show`` has them (default rating options), as HTML sections."""
     if not Path(db).is_file():
         return {"db": db, "games": 0, "html": "", "missing": f"no database at {db} yet: games played here go there"}
-    conn = store.open_readonly(db)
-    try:
+    with _reading(db) as conn:
         count = store.count_games(conn)
-        standings = compute(store.load_games(conn), store.load_agents(conn), notes=store.load_notes(conn))
-    finally:
-        conn.close()
+        games, agents, notes = store.load_games(conn), store.load_agents(conn), store.load_notes(conn)
+    try:
+        standings = compute(games, agents, notes=notes)
+    except ValueError as nothing_to_rate:  # no games yet, or none between two agents
+        return {"db": db, "games": count, "html": "", "missing": str(nothing_to_rate)}
     return {"db": db, "games": count, "html": report.html_sections(standings)}
 
 
 def stored(db: str, game: str | None, agent: str | None, row_id: int | None = None) -> Any:
     if not Path(db).is_file():
-        raise MatchError(404, f"no database at {db}")
-    conn = store.open_readonly(db)
-    try:
+        raise Refused(f"no database at {db}", status=404)
+    with _reading(db) as conn:
         if row_id is None:
             return {"games": store.recent_games(conn, game or None, agent or None, LISTED)}
-        found = store.load_transcript(conn, row_id)
-    finally:
-        conn.close()
+        found = store.load_transcript(conn, row_id) if 0 < row_id <= SEED_MAX else None
     if found is None:
-        raise MatchError(404, f"no game {row_id} in {db}")
+        raise Refused(f"no game {row_id} in {db}", status=404)
     return found
 
 
-def _whole(value: Any, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise MatchError(422, f"'{name}' must be a whole number")
-    return value
+@contextmanager
+def _reading(db: str) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to ``db``; a database that cannot be read is a 503 naming it (``StoreError``)."""
+    try:
+        conn = store.open_readonly(db)
+    except ValueError as error:
+        raise Refused(f"cannot read the database: {error}", status=503) from None
+    try:
+        yield conn
+    except store.StoreError as error:
+        raise Refused(f"cannot read the database: {error}", status=503) from None
+    finally:
+        conn.close()
 
 
 def create_app(
     db: str | Path = "leaderboard.sqlite",
     api_key: str | None = None,
     allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
+    rules: Policy | None = None,
 ) -> FastAPI:
-    """The page and its API, storing the games played here in ``db`` and showing its standings."""
+    """The page and its API, storing the games played here in ``db`` and showing its standings; ``rules``: what
+    clients may name (``policy.Policy``: by default the scripted agents, named models and models under the
+    current folder, no API agents, no hub)."""
     db = str(db)
-    matches = Matches(db)
+    rules = rules or Policy()
+    matches = Matches(db, rules)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
@@ -122,9 +138,9 @@ def create_app(
     async def request_error(request: Request, error: RequestError) -> JSONResponse:
         return error.response()
 
-    @app.exception_handler(MatchError)
-    async def match_error(request: Request, error: MatchError) -> JSONResponse:
-        return JSONResponse({"error": {"message": error.message}}, status_code=error.status)
+    @app.exception_handler(Refused)
+    async def refused(request: Request, error: Refused) -> JSONResponse:
+        return JSONResponse({"error": {"message": str(error)}}, status_code=error.status)
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
@@ -144,18 +160,22 @@ def create_app(
 
     @app.get("/api/games")
     async def list_games() -> dict[str, Any]:
-        return {"games": games(), "human": HUMAN, "db": db}
+        return {"games": games(), "human": HUMAN, "db": db, "agents": rules.offered()}
 
     @app.post("/api/matches", status_code=201)
     async def new_match(request: Request) -> dict[str, Any]:
         body = await read_json(request)
         if not isinstance(body, dict):
-            raise MatchError(422, 'the body must be an object: {"game", "seats", "seed"}')
+            raise Refused('the body must be an object: {"game", "seats", "seed"}')
+        spec = rules.game(body.get("game"))
         seats = body.get("seats")
-        if not isinstance(seats, list):
-            raise MatchError(422, "'seats' must be a list with one player per seat: 'human' or an agent spec")
-        seed = _whole(body.get("seed"), "seed")
-        return await run_in_threadpool(matches.run, matches.create, body.get("game"), seats, seed)
+        if not isinstance(seats, list) or len(seats) != spec.players:
+            raise Refused(f"'seats' must be a list with one player per seat ({spec.env_id} has {spec.players}): "
+                          "'human' or an agent spec")  # fmt: skip
+        entrants = [rules.seat(text, seat) for seat, text in enumerate(seats)]
+        seed = seed_of(body.get("seed"))
+        agents = await matches.build(entrants)
+        return await run_in_threadpool(matches.run, matches.create, spec, entrants, seed, agents)
 
     @app.get("/api/matches/{match_id}")
     async def get_match(match_id: int) -> dict[str, Any]:
@@ -164,16 +184,16 @@ def create_app(
     @app.post("/api/matches/{match_id}/step")
     async def step(match_id: int, request: Request) -> dict[str, Any]:
         body = await read_json(request)
-        at = _whole(body.get("at") if isinstance(body, dict) else None, "at")
+        at = moves_seen(body.get("at") if isinstance(body, dict) else None)
         return await run_in_threadpool(matches.run, matches.step, match_id, at)
 
     @app.post("/api/matches/{match_id}/move")
     async def move(match_id: int, request: Request) -> dict[str, Any]:
         body = await read_json(request)
         if not isinstance(body, dict):
-            raise MatchError(422, 'the body must be an object: {"text", "at"}')
-        at = _whole(body.get("at"), "at")
-        return await run_in_threadpool(matches.run, matches.move, match_id, body.get("text"), at)
+            raise Refused('the body must be an object: {"text", "at"}')
+        text, at = move_text(body.get("text")), moves_seen(body.get("at"))
+        return await run_in_threadpool(matches.run, matches.move, match_id, text, at)
 
     @app.get("/api/leaderboard")
     async def standings() -> dict[str, Any]:
@@ -196,12 +216,15 @@ def web(
     port: int = 8002,
     api_key: str | None = None,
     allow_hosts: tuple[str, ...] = (),
+    rules: Policy | None = None,
 ) -> None:
-    """Serve the page until interrupted (uvicorn, one process)."""
+    """Serve the page until interrupted (uvicorn, one process); a database that exists and cannot be used
+    is refused before the server starts (``store.check_database``, a ValueError naming it)."""
     import uvicorn
 
+    store.check_database(db)
     allowed = host_names(host, allow_hosts)
-    app = create_app(db, api_key=api_key, allowed_hosts=allowed)
+    app = create_app(db, api_key=api_key, allowed_hosts=allowed, rules=rules)
     for message in startup_messages(host, port, f"the arena's page (games stored in {os.fspath(db)})", api_key,
                                     allowed, path="/"):  # fmt: skip
         print(message, file=sys.stderr, flush=True)

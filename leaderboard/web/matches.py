@@ -6,43 +6,44 @@ decision at a time: ``step`` lets the agent whose turn it is answer, ``move`` ha
 game once the env says it is a valid move (an invalid one is refused with the env's reason, and the person
 tries again, as ``play --p0 human`` re-prompts). Each answer is kept with the observation its seat read, so
 the page shows exactly what a model would see. When the game ends its row is stored in the database,
-where ``leaderboard show`` rates it and the page's leaderboard lists it, transcript included.
+where ``leaderboard show`` rates it and the page's leaderboard lists it, transcript included; a row the
+database cannot take at that moment (another writer holds the lock) stays pending and is written on the next
+request, so a finished game is never dropped. A match that fails to start (an agent that cannot be built,
+a game that cannot begin) is one 422 and writes nothing.
 
-Every call runs on one thread (``Matches.worker``): agents (an ``hf:`` model) are not shared across threads,
-and SQLite connections are bound to the thread that opened them.
+Agents are built on their own thread (``Matches.builder``), once per label; every other call runs on one
+worker thread (``Matches.worker``): agents are used by one game at a time, and SQLite connections are bound
+to the thread that opened them. What a client may name is ``policy``'s.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import secrets
+import sqlite3
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from leaderboard import store
-from leaderboard.entrants import Entrant, notes, parse_entrant
+from leaderboard.entrants import Entrant, build_agent, notes
 from leaderboard.runner import Player, charged
 from leaderboard.schedule import Job
-from spiral_arena.core.env import SEED_LIMIT
+from leaderboard.web.boards import board
+from leaderboard.web.policy import HUMAN, MAX_CLIENT_AGENTS, Policy, Refused, clipped, shown
+from spiral_arena.agents import Agent
 from spiral_arena.registry import GameSpec
 
-HUMAN = "human"  # the seat a person plays from the page
+BUILDERS = 4  # agents built at once: a slow model never holds up a scripted agent's build
+BUSY_MS = 2000  # how long a write waits for another writer's lock before the row is kept for the next request
 MAX_MATCHES = 64  # matches kept in memory; the oldest is forgotten first (finished ones are stored)
 STORED_SEEDS = 2**31  # a match without a seed draws one below this
-
-
-class MatchError(Exception):
-    """A request about a match that cannot be carried out: ``status`` is its HTTP status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Match:
     notes: list[str]
     moves: list[Move] = field(default_factory=list)
     stored: dict[str, Any] | None = None  # where the finished game's row went
+    pending: str | None = None  # why the finished game's row is not written yet (tried again on each request)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -106,84 +108,137 @@ class Match:
             ],
             "moves": [vars(move) for move in self.moves],
             "turn": self.turn(),
+            "board": board(env, [move.text for move in self.moves]),
             "over": self.game.over,
             "result": result,
             "stored": self.stored,
+            "pending": self.pending,
             "notes": self.notes,
         }
 
 
 class Matches:
-    """The matches of one server, and the leaderboard ``Player`` (agents built once per label) that plays
-    them and stores their rows in ``db``."""
+    """The matches of one server, and the leaderboard ``Player`` that plays them and stores their rows in
+    ``db``. Agents are built on their own thread (``build``), once per label, so a model that takes seconds
+    to load never holds up the other matches; everything else runs on the worker thread."""
 
-    def __init__(self, db: str | Path) -> None:
+    def __init__(self, db: str | Path, policy: Policy | None = None) -> None:
         self.db = str(db)
+        self.policy = policy or Policy()
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="spiral-arena-web")
+        self.builder = ThreadPoolExecutor(BUILDERS, thread_name_prefix="spiral-arena-web-build")
+        self.builds: dict[str, tuple[str, Future]] = {}  # label -> (its stored spec, its agent being built)
+        self.building = threading.Lock()
         self.matches: OrderedDict[int, Match] = OrderedDict()
         self.ids = itertools.count(1)
         self.player: Player | None = None  # made at the first match, on the worker thread
-        self.conn = None
+        self.conn: sqlite3.Connection | None = None
 
     def close(self) -> None:
         def release() -> None:
+            self._store_pending()
+            for match in self.matches.values():
+                if match.pending is not None:
+                    print(f"spiral-arena web: match {match.id}'s finished game could not be stored: {match.pending}",
+                          file=sys.stderr, flush=True)  # fmt: skip
             if self.player is not None:
                 self.player.close()
             if self.conn is not None:
                 self.conn.close()
 
+        self.builder.shutdown(cancel_futures=True)
         self.worker.submit(release).result()
         self.worker.shutdown()
 
     def run(self, call: Any, *args: Any) -> Any:
-        """``call(*args)`` on the worker thread, waited for."""
-        return self.worker.submit(call, *args).result()
+        """``call(*args)`` on the worker thread, waited for; rows still pending are written first."""
+
+        def first_the_pending() -> Any:
+            self._store_pending()
+            return call(*args)
+
+        return self.worker.submit(first_the_pending).result()
+
+    async def build(self, entrants: Sequence[Entrant]) -> dict[str, Agent]:
+        """Each non-human entrant's agent, built once per label on the builder thread and awaited there; a
+        Refused (422) names the seat whose agent could not be built, and nothing is stored."""
+        futures = [(seat, e, self._building(e, seat)) for seat, e in enumerate(entrants) if e.label != HUMAN]
+        built = {}
+        for seat, entrant, future in futures:
+            try:
+                built[entrant.label] = await asyncio.wrap_future(future)
+            except Exception as error:
+                reason = f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
+                raise Refused(f"seat {seat}: {shown(entrant.label)} could not be built: {clipped(reason)}") from None
+        return built
+
+    def _building(self, entrant: Entrant, seat: int) -> Future:
+        """The build of ``entrant``'s agent: the one under way or done for its label, else a new one (a failed
+        build is tried again); at most ``MAX_CLIENT_AGENTS`` labels beyond the server's own."""
+        with self.building:
+            known = self.builds.get(entrant.label)
+            if known is not None and known[0] != entrant.stored_spec:
+                raise Refused(f"seat {seat}: {shown(entrant.label)} already plays here as {shown(known[0])}")
+            if known is not None and not (known[1].done() and known[1].exception() is not None):
+                return known[1]
+            clients = [label for label in self.builds if label not in self.policy.agents]
+            if known is None and entrant.label not in self.policy.agents and len(clients) >= MAX_CLIENT_AGENTS:
+                raise Refused(f"seat {seat}: this server has built the {MAX_CLIENT_AGENTS} agents it builds for its "
+                              f"clients; choose one of them: {', '.join(sorted(clients))}")  # fmt: skip
+            future = self.builder.submit(build_agent, entrant)
+            self.builds[entrant.label] = (entrant.stored_spec, future)
+            return future
 
     # -- on the worker thread ---------------------------------------------------------------------------
 
-    def create(self, game: str, seats: Sequence[str], seed: int | None = None) -> dict[str, Any]:
-        """A new match of ``game`` (an env id with options) with ``seats[i]`` in seat i (``human`` or an agent
-        spec), played from ``seed`` (drawn when None) up to its first decision."""
-        spec = _game(game)
-        if len(seats) != spec.players:
-            raise MatchError(422, f"{spec.env_id} has {spec.players} seat(s); got {len(seats)} player(s)")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
-            raise MatchError(422, "seed must be a whole number from 0 to 2**64 - 1, or left out")
-        entrants = [_entrant(text, seat) for seat, text in enumerate(seats)]
+    def create(
+        self, spec: GameSpec, entrants: Sequence[Entrant], seed: int | None, agents: dict[str, Agent]
+    ) -> dict[str, Any]:
+        """A new match of ``spec`` with ``entrants[i]`` in seat i (``build`` made their ``agents``), played from
+        ``seed`` (drawn when None) up to its first decision. Nothing is stored unless it starts."""
         if self.player is None:
             try:
                 self.conn = store.connect(self.db)
             except ValueError as error:
-                raise MatchError(503, f"cannot store games: {error}") from None
+                raise Refused(f"cannot store games: {error}", status=503) from None
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
             self.player = Player([], self.conn)
         try:
             store.check_labels(self.conn, {e.label: e.stored_spec for e in entrants if e.label != HUMAN})
             self.player.enter(entrants)
         except ValueError as error:
-            raise MatchError(422, str(error)) from None
+            raise Refused(clipped(str(error))) from None
+        for label, agent in agents.items():
+            self.player.agents.setdefault(label, agent)
         seed = secrets.randbelow(STORED_SEEDS) if seed is None else seed
         players = [e.label for e in entrants] + [store.NO_PLAYER] * (2 - len(entrants))
         job = Job(spec.canonical, players[0], players[1], seed)
+        try:
+            played = self.player.start(job)
+            played.begin()
+        except Exception as error:  # the env or an agent's reading of it failed before any move
+            raise Refused(f"{spec.canonical} could not start: {clipped(f'{type(error).__name__}: {error}')}") from None
+        if played.over and played.result.error is not None:
+            raise Refused(f"{spec.canonical} could not start: {clipped(played.result.error)}")
         marked = notes(entrants, [job.env_id])
         store.record_notes(self.conn, marked)
-        played = self.player.start(job)
-        played.begin()
         match = Match(next(self.ids), job, played, frozenset(i for i, e in enumerate(entrants) if e.label == HUMAN),
                       list(marked.values()))  # fmt: skip
         self.matches[match.id] = match
-        while len(self.matches) > MAX_MATCHES:
-            self.matches.popitem(last=False)
+        finished = [i for i, m in self.matches.items() if m.pending is None]
+        for match_id in finished[: max(len(self.matches) - MAX_MATCHES, 0)]:  # a row not yet stored stays
+            del self.matches[match_id]
         self._settle(match)
         return match.state()
 
     def get(self, match_id: int) -> Match:
         match = self.matches.get(match_id)
         if match is None:
-            raise MatchError(404, f"no match {match_id} here (matches live while the server runs; the newest "
-                                  f"{MAX_MATCHES} are kept)")  # fmt: skip
+            raise Refused(f"no match {match_id} here (matches live while the server runs; the newest "
+                          f"{MAX_MATCHES} are kept)", status=404)  # fmt: skip
         return match
 
-    def step(self, match_id: int, at: int | None) -> dict[str, Any]:
+    def step(self, match_id: int, at: int) -> dict[str, Any]:
         """The agent whose turn it is answers (its error ends the game as an error, as in the leaderboard)."""
         match = self._waiting(match_id, at, human=False)
         seat, observation, _ = match.game.decision
@@ -198,61 +253,48 @@ class Matches:
         self._settle(match)
         return match.state()
 
-    def move(self, match_id: int, text: Any, at: int | None) -> dict[str, Any]:
+    def move(self, match_id: int, text: str, at: int) -> dict[str, Any]:
         """A person's move, once the env says it is a valid one."""
-        if not isinstance(text, str) or not text.strip():
-            raise MatchError(422, "'text' must be the move as text, e.g. [4] or [check]")
         match = self._waiting(match_id, at, human=True)
         if (reason := match.game.env.check_action(text)) is not None:
-            raise MatchError(422, f"not a valid move: {reason}")
+            raise Refused(f"not a valid move: {clipped(reason)}")
         seat, observation, _ = match.game.decision
         match.moves.append(Move(seat, match.game.env.possible_agents[seat], HUMAN, text, observation))
         match.game.advance(text)
         self._settle(match)
         return match.state()
 
-    def _waiting(self, match_id: int, at: int | None, human: bool) -> Match:
+    def _waiting(self, match_id: int, at: int, human: bool) -> Match:
         """The match, checked to wait on a decision of the kind asked for; ``at`` (the number of moves the
         page has seen) makes a repeated request a 409 instead of a second move."""
         match = self.get(match_id)
         if match.game.over:
-            raise MatchError(409, "the game is over")
-        if at is not None and at != len(match.moves):
-            raise MatchError(409, f"the game has moved on: {len(match.moves)} moves made, the request expected {at}")
+            where = "stored" if match.stored is not None else "kept to be stored: " + str(match.pending)
+            raise Refused(f"the game is over ({where})", status=409)
+        if at != len(match.moves):
+            raise Refused(f"the game has moved on: {len(match.moves)} moves made, the request expected {at}",
+                          status=409)  # fmt: skip
         turn = match.turn()
         if turn["human"] != human:
             whose = "a person's (send a move)" if turn["human"] else f"{turn['label']}'s (ask for a step)"
-            raise MatchError(409, f"it is {whose} turn, in seat {turn['seat']}")
+            raise Refused(f"it is {whose} turn, in seat {turn['seat']}", status=409)
         return match
 
     def _settle(self, match: Match) -> None:
         """Store the game's row once it is over (a game is stored once; another game with the same players
-        and seed is already stored: its id is given instead)."""
+        and seed is already stored: its id is given instead). A row the database refuses now (locked by
+        another writer, say) stays pending on the match, and every later request tries it again."""
         if not match.game.over or match.stored is not None:
             return
         row = charged(match.game.result, match.game.spent)
-        fresh = store.insert_game(self.conn, row)
-        match.stored = {"db": self.db, "id": store.game_id(self.conn, row.key), "new": fresh}
+        try:
+            fresh = store.insert_game(self.conn, row)
+            match.stored = {"db": self.db, "id": store.game_id(self.conn, row.key), "new": fresh}
+            match.pending = None
+        except (sqlite3.Error, ValueError, OverflowError) as error:
+            match.pending = f"not written yet ({clipped(str(error))}); it is tried again on every request"
 
-
-def _game(text: Any) -> GameSpec:
-    if not isinstance(text, str) or not text.strip():
-        raise MatchError(422, "'game' must be an env id, e.g. TicTacToe-v0 or KuhnPoker-v0:rounds=1")
-    try:
-        spec = GameSpec.parse(text)
-        spec.registered  # noqa: B018 (raises, naming the registered ids, for an unknown one)
-    except ValueError as error:
-        raise MatchError(422, f"game: {error}") from None
-    return spec
-
-
-def _entrant(text: Any, seat: int) -> Entrant:
-    """A seat's player: a person, or an agent spec as the leaderboard reads it (``[NAME=]SPEC[#OPTION=...]``)."""
-    if not isinstance(text, str) or not text.strip():
-        raise MatchError(422, f"seat {seat}: give 'human' or an agent spec such as expert, random or hf:PATH")
-    if text.strip() == HUMAN:
-        return Entrant(HUMAN, HUMAN)
-    try:
-        return parse_entrant(text)  # the spec is parsed there: an unknown kind is a ValueError naming the valid ones
-    except ValueError as error:
-        raise MatchError(422, f"seat {seat}: {error}") from None
+    def _store_pending(self) -> None:
+        for match in self.matches.values():
+            if match.pending is not None:
+                self._settle(match)

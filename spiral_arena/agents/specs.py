@@ -91,7 +91,7 @@ def parse_spec(spec: str) -> AgentSpec:
     return AgentSpec(kind, model, url)
 
 
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the Hugging Face hub writes it
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the Hugging Face hub writes it
 
 
 def model_path_problem(path: str, hub: bool = True) -> str | None:
@@ -111,7 +111,7 @@ def model_path_problem(path: str, hub: bool = True) -> str | None:
         return f"{path} holds no config.json: not a transformers model or checkpoint directory"
     if local.exists():
         return f"{path} is a file; give a model directory"
-    if hub and _HUB_ID.fullmatch(path):
+    if hub and HUB_ID.fullmatch(path):
         return None
     wanted = f"a model name ({', '.join(NAMED_MODELS)}), a model or checkpoint directory"
     wanted += ", or a hub id such as Qwen/Qwen3-4B-Base" if hub else ""

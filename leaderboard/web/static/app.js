@@ -102,7 +102,8 @@ async function startMatch(event) {
   const options = $("options").value.trim();
   const seats = [...$("seats").querySelectorAll("input")].map((i) => i.value.trim());
   const body = { game: options ? `${$("game").value}:${options}` : $("game").value, seats };
-  if ($("seed").value.trim()) body.seed = Number($("seed").value.trim());
+  // the seed as typed, a string: a Number would round one above 2**53 (12345678901234567891 -> ...7000)
+  if ($("seed").value.trim()) body.seed = $("seed").value.trim();
   stop();
   try {
     $("start").disabled = true;
@@ -116,6 +117,7 @@ async function startMatch(event) {
 }
 
 function show(state) {
+  if (!match || match.id !== state.id) $("reads").open = !state.board; // with a board, the text is one click away
   match = state;
   $("match").hidden = false;
   const seats = state.seats.map((s) => `${s.label} (${s.player})`).join(" vs ");
@@ -128,6 +130,7 @@ function show(state) {
   $("watch-controls").hidden = !watching || state.over;
   $("your-turn").hidden = !human;
   $("waiting").hidden = !turn || human || watching;
+  drawBoard(state);
   if (turn && !human) $("waiting").textContent = `${turn.label} (${turn.player}) is thinking...`;
   if (human) {
     $("turn-title").textContent = `Your turn (${turn.player}, seat ${turn.seat})`;
@@ -156,6 +159,10 @@ function show(state) {
     if (state.stored) {
       const how = state.stored.new ? "Stored" : "Already stored (same players and seed)";
       result.append(el("p", `${how} in ${state.stored.db} as game #${state.stored.id}.`));
+    } else if (state.pending) {  // the database was busy: the server keeps the row; ask again until it is written
+      result.append(el("p", `Not stored yet: ${state.pending}`));
+      const id = state.id;
+      setTimeout(() => { if (match && match.id === id) api(`matches/${id}`).then(show, showError); }, 2000);
     }
     stop();
   }
@@ -200,7 +207,7 @@ async function advance() {
     if (!(await step())) return;
   }
   if (match && match.turn && match.turn.human) {
-    const first = $("legal").querySelector("button");
+    const first = $("grid").querySelector("button") || $("legal").querySelector("button");
     (first || $("move-text")).focus();
   }
 }
@@ -220,6 +227,57 @@ function stop() {
   running = false;
   $("run").textContent = "Play";
   $("run").setAttribute("aria-pressed", "false");
+}
+
+// -- a board --------------------------------------------------------------------------------------
+
+// The board of a game that has one (state.board, from leaderboard/web/boards.py): each cell's mark, the
+// last move outlined, and on a person's turn a button on each cell (or column) a legal action lands on,
+// which sends that action's text as the env listed it: the page never makes up a move.
+function drawBoard(state) {
+  const board = state.board;
+  $("match-board").hidden = !board;
+  if (!board) {
+    $("grid").replaceChildren();
+    return;
+  }
+  const playable = Boolean(state.turn && state.turn.human);
+  const columns = board.click === "column";
+  const actions = new Map(playable ? board.actions.map((a) => [columns ? `${a.col}` : `${a.row},${a.col}`, a.text]) : []);
+  const last = new Set(board.last.map(([row, col]) => `${row},${col}`));
+  const cell = (row, col) => {
+    const action = columns ? undefined : actions.get(`${row},${col}`);
+    const mark = board.cells[row][col];
+    const node = el(action ? "button" : "span", mark, "cell");
+    Object.assign(node.dataset, { row, col, mark });
+    if (last.has(`${row},${col}`)) {
+      node.classList.add("last");
+      node.title = "the last move";
+    }
+    if (action) moveButton(node, action);
+    return node;
+  };
+  const lines = [];
+  for (let i = 0; i < (columns ? board.cols : board.rows); i++) {
+    const action = columns ? actions.get(`${i}`) : undefined;
+    const line = el(action ? "button" : "div", undefined, "line");
+    for (let j = 0; j < (columns ? board.rows : board.cols); j++) line.append(columns ? cell(j, i) : cell(i, j));
+    if (columns) line.dataset.col = i;
+    if (action) moveButton(line, action);
+    lines.push(line);
+  }
+  Object.assign($("grid").dataset, { game: board.game, click: board.click });
+  $("grid").replaceChildren(...lines);
+  const marks = state.seats.map((s, seat) => `${s.label} (${s.player}) plays ${board.seats[seat]}`).join(", ");
+  const how = !playable ? "" : columns ? " Click a column to drop your piece there." : " Click a cell to move there.";
+  $("grid-caption").textContent = `${marks}. The last move is outlined.${how}`;
+}
+
+function moveButton(node, action) {
+  node.type = "button";
+  node.dataset.action = action;
+  node.setAttribute("aria-label", `Play ${action}`);
+  node.addEventListener("click", () => sendMove(action));
 }
 
 // -- the leaderboard ------------------------------------------------------------------------------
