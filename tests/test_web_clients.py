@@ -230,6 +230,9 @@ def test_every_request_does_bounded_work(web, tmp_path):
     assert huge.status_code == 413 and str(policy.MAX_MOVE_CHARS) in message(huge)
     long_game = post(web, "/api/matches", {"game": "TicTacToe-v0:" + "board=grid;" * 100, "seats": ["human", "human"]})
     assert long_game.status_code == 422 and len(long_game.text) < 1000
+    for game in ("Snake-v0:width=3000;height=3000", "LiarsDice-v0:dice=1000000"):  # seconds and 100s of MB a turn
+        reply = post(web, "/api/matches", {"game": game, "seats": ["random", "random"]})
+        assert reply.status_code == 422 and ("at most 20" in message(reply) or "from 1 to 20" in message(reply)), game
     # no more than MAX_CLIENT_AGENTS labels per server run: each new one is an agent built and a stored row
     built = {"random"}
     for n in range(policy.MAX_CLIENT_AGENTS + 1):
@@ -376,3 +379,29 @@ def test_a_slow_agent_build_holds_up_no_other_request(tmp_path, monkeypatch):
         release.set()
         server.should_exit = True
         thread.join(30)
+
+
+def test_an_agent_that_takes_long_to_answer_holds_up_no_other_match(tmp_path):
+    """An API agent whose upstream answers after 6 s (`spiral-arena serve --latency-ms`, a stand-in for a slow
+    or retrying provider) answers on its own thread: meanwhile another match starts and plays, and a second
+    step of the waiting match is a 409, not a second request."""
+    upstream = Server(tmp_path, "--agent", "expert", "--latency-ms", "6000")
+    web = Web(tmp_path, "--db", str(tmp_path / "lb.sqlite"), "--agents", f"slow=openai:m@{upstream.url}")
+    try:
+        waiting = post(web, "/api/matches", {"game": "TicTacToe-v0", "seats": ["slow", "random"], "seed": 1}).json()
+        with ThreadPoolExecutor(1) as pool:
+            slow = pool.submit(post, web, f"/api/matches/{waiting['id']}/step", {"at": 0})
+            time.sleep(1.0)
+            started = time.monotonic()
+            again = post(web, f"/api/matches/{waiting['id']}/step", {"at": 0})
+            other = post(web, "/api/matches", {"game": "TicTacToe-v0", "seats": ["expert", "random"], "seed": 2})
+            finished = play_out(web, other.json())
+            waited = time.monotonic() - started
+            assert again.status_code == 409 and "already answering" in message(again)
+            assert finished["stored"] is not None and not slow.done() and waited < 4, waited
+            answered = slow.result()
+        assert answered.status_code == 200 and len(answered.json()["moves"]) == 1
+    finally:
+        web.stop()
+        upstream.stop()
+    assert "Traceback" not in web.log()

@@ -185,7 +185,7 @@ def create_app(
     async def step(match_id: int, request: Request) -> dict[str, Any]:
         body = await read_json(request)
         at = moves_seen(body.get("at") if isinstance(body, dict) else None)
-        return await run_in_threadpool(matches.run, matches.step, match_id, at)
+        return await matches.step(match_id, at)
 
     @app.post("/api/matches/{match_id}/move")
     async def move(match_id: int, request: Request) -> dict[str, Any]:

@@ -11,9 +11,10 @@ database cannot take at that moment (another writer holds the lock) stays pendin
 request, so a finished game is never dropped. A match that fails to start (an agent that cannot be built,
 a game that cannot begin) is one 422 and writes nothing.
 
-Agents are built on their own thread (``Matches.builder``), once per label; every other call runs on one
-worker thread (``Matches.worker``): agents are used by one game at a time, and SQLite connections are bound
-to the thread that opened them. What a client may name is ``policy``'s.
+Agents are built on their own threads (``Matches.builder``), once per label, and answer on a thread per agent
+(``Matches.actors``: an agent answers one decision at a time), so a slow model or an API agent retrying an
+unreachable upstream holds up no other match; everything else runs on one worker thread (``Matches.worker``):
+SQLite connections are bound to the thread that opened them. What a client may name is ``policy``'s.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Match:
     moves: list[Move] = field(default_factory=list)
     stored: dict[str, Any] | None = None  # where the finished game's row went
     pending: str | None = None  # why the finished game's row is not written yet (tried again on each request)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    acting: bool = False  # an agent is answering this match's decision (off the worker thread)
 
     @property
     def seat_labels(self) -> tuple[str, ...]:
@@ -129,6 +130,7 @@ class Matches:
         self.builder = ThreadPoolExecutor(BUILDERS, thread_name_prefix="spiral-arena-web-build")
         self.builds: dict[str, tuple[str, Future]] = {}  # label -> (its stored spec, its agent being built)
         self.building = threading.Lock()
+        self.actors: dict[str, ThreadPoolExecutor] = {}  # label -> the thread its agent answers on
         self.matches: OrderedDict[int, Match] = OrderedDict()
         self.ids = itertools.count(1)
         self.player: Player | None = None  # made at the first match, on the worker thread
@@ -147,17 +149,36 @@ class Matches:
                 self.conn.close()
 
         self.builder.shutdown(cancel_futures=True)
+        for actor in self.actors.values():
+            actor.shutdown(cancel_futures=True)
         self.worker.submit(release).result()
         self.worker.shutdown()
 
     def run(self, call: Any, *args: Any) -> Any:
         """``call(*args)`` on the worker thread, waited for; rows still pending are written first."""
+        return self.worker.submit(self._pending_first, call, *args).result()
 
-        def first_the_pending() -> Any:
-            self._store_pending()
-            return call(*args)
+    async def step(self, match_id: int, at: int) -> dict[str, Any]:
+        """The agent whose turn it is answers (its error ends the game as an error, as in the leaderboard). It
+        answers on its own thread (one per agent: an agent answers one decision at a time), so an API agent
+        retrying an unreachable upstream, or a model thinking, holds up no other match or request."""
 
-        return self.worker.submit(first_the_pending).result()
+        def on_worker(call: Any, *args: Any) -> asyncio.Future:
+            return asyncio.wrap_future(self.worker.submit(self._pending_first, call, *args))
+
+        match, seat, observation = await on_worker(self._claim, match_id, at)
+        try:
+            answer = await asyncio.wrap_future(self._actor(match.seat_labels[seat]).submit(_answer, match.game))
+        except BaseException:  # the server is stopping: the decision is left waiting
+            match.acting = False
+            raise
+        return await on_worker(self._answered, match, seat, observation, answer)
+
+    def _actor(self, label: str) -> ThreadPoolExecutor:
+        with self.building:
+            if label not in self.actors:
+                self.actors[label] = ThreadPoolExecutor(1, thread_name_prefix="spiral-arena-web-agent")
+            return self.actors[label]
 
     async def build(self, entrants: Sequence[Entrant]) -> dict[str, Agent]:
         """Each non-human entrant's agent, built once per label on the builder thread and awaited there; a
@@ -238,14 +259,23 @@ class Matches:
                           f"{MAX_MATCHES} are kept)", status=404)  # fmt: skip
         return match
 
-    def step(self, match_id: int, at: int) -> dict[str, Any]:
-        """The agent whose turn it is answers (its error ends the game as an error, as in the leaderboard)."""
+    def _pending_first(self, call: Any, *args: Any) -> Any:
+        self._store_pending()
+        return call(*args)
+
+    def _claim(self, match_id: int, at: int) -> tuple[Match, int, str]:
+        """The match whose agent is to answer, marked as answering (a second step meanwhile is a 409), with the
+        seat and the observation it answers."""
         match = self._waiting(match_id, at, human=False)
+        if match.acting:
+            raise Refused("the agent is already answering this decision", status=409)
+        match.acting = True
         seat, observation, _ = match.game.decision
-        try:
-            answer: str | Exception = match.game.act()
-        except Exception as error:  # the game records it and ends, never a 500
-            answer = error
+        return match, seat, observation
+
+    def _answered(self, match: Match, seat: int, observation: str, answer: str | Exception) -> dict[str, Any]:
+        """The agent's answer (or its exception) handed to the game, the game stored if it ended."""
+        match.acting = False
         if isinstance(answer, str):
             match.moves.append(Move(seat, match.game.env.possible_agents[seat], match.seat_labels[seat], answer,
                                     observation))  # fmt: skip
@@ -298,3 +328,11 @@ class Matches:
         for match in self.matches.values():
             if match.pending is not None:
                 self._settle(match)
+
+
+def _answer(game: Any) -> str | Exception:
+    """The waiting seat's answer, or the exception its agent raised (the game records it and ends: never a 500)."""
+    try:
+        return game.act()
+    except Exception as error:
+        return error
