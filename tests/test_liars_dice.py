@@ -252,6 +252,7 @@ def test_options():
     env = spiral_arena.make("LiarsDice-v0", dice=3)
     env.reset(seed=0)
     assert env.state_.counts == [3, 3] and "starts with 3 six-sided dice" in env.observe("player_0")
-    for bad in (0, -2, 2.5, "5", True):
+    for bad in (0, -2, 2.5, "5", True, 21, 10**6):
         with pytest.raises(ValueError, match="dice"):
             LiarsDice(dice=bad)
+    assert LiarsDice(dice=20).dice == 20  # the most: every turn lists 240 bids

@@ -303,6 +303,14 @@ def test_bad_options_are_rejected(kwargs):
         Snake(**kwargs)
 
 
+def test_a_board_is_at_most_20_cells_a_side():
+    """Every turn draws the whole board into the prompt: a larger one is refused by name, not drawn for seconds."""
+    assert Snake(width=20, height=20).width == 20
+    for side in ("width", "height"):
+        with pytest.raises(ValueError, match=f"{side} must be at most 20, got 3000"):
+            Snake(**{side: 3000})
+
+
 def test_options_reach_the_game():
     env = spiral_arena.make("Snake-v0", width=7, height=4, apples=3, rounds=5)
     env.reset(seed=0)

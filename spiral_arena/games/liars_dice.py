@@ -162,14 +162,20 @@ def _bid_string(action: Bid | str) -> str:
     return "[Call]" if action == CALL else f"[Bid: {action[0]}, {action[1]}]"
 
 
+# Every turn lists each legal bid (6 faces for each quantity up to the dice in play): 20 dice a player make 240
+# bids, a long prompt already; a million made a 225 MB observation.
+MAX_DICE = 20
+
+
 class LiarsDice(TextGame):
     name = "LiarsDice"
     description = "Liar's Dice for two: hidden dice, rising bids on the whole table, a call costs someone a die."
     default_obs_format = "full"
 
     def __init__(self, dice: int = 5) -> None:
-        if not isinstance(dice, int) or isinstance(dice, bool) or dice < 1:
-            raise ValueError(f"dice (dice per player at the start) must be a positive integer, got {dice!r}")
+        if not isinstance(dice, int) or isinstance(dice, bool) or not 1 <= dice <= MAX_DICE:
+            raise ValueError(f"dice (dice per player at the start) must be a whole number from 1 to {MAX_DICE}, "
+                             f"got {dice!r}")  # fmt: skip
         self.dice = dice
 
     def new_state(self, rng: np.random.Generator) -> LiarsDiceState:

@@ -197,6 +197,11 @@ def _board_size(board: str) -> tuple[int, int] | None:
     return width, height
 
 
+# Every turn draws the whole board: a 20x20 one is about 1,000 characters of the prompt; 3000x3000 took 10 s and
+# 45 MB to draw once.
+MAX_SIDE = 20
+
+
 class Snake(TextGame):
     name = "Snake"
     description = "Two snakes on a small grid move simultaneously, eat apples, and must not crash."
@@ -206,6 +211,9 @@ class Snake(TextGame):
         for name, value in (("width", width), ("height", height), ("apples", apples), ("rounds", rounds)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name, value in (("width", width), ("height", height)):
+            if value > MAX_SIDE:
+                raise ValueError(f"{name} must be at most {MAX_SIDE}, got {value}")
         if width * height < apples + 2:
             raise ValueError(
                 f"a {width}x{height} board has no room for 2 snakes and {apples} apples; "
