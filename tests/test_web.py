@@ -27,6 +27,8 @@ from conftest import stored_rows  # noqa: E402
 from test_leaderboard_report import CHROMIUM_FLAGS, find_chromium  # noqa: E402
 from test_serve import SCRIPT, Server  # noqa: E402
 
+from leaderboard.report.page import asset  # noqa: E402
+
 TOKEN = "sk-test-WEB-TOKEN"
 SCREENSHOTS = os.environ.get("SPIRAL_ARENA_WEB_SCREENSHOTS")  # a folder to copy the pictures to (docs/images)
 
@@ -564,13 +566,14 @@ def test_the_page_keeps_its_own_policy_with_a_heatmap_and_a_board(browser, web, 
     report.close()
 
 
-def test_the_heatmap_steps_of_the_report_are_the_pages(tmp_path):
-    """app.css colours the head to head of the leaderboard tab with the report's own steps (page.css)."""
-    root = Path(__file__).resolve().parents[1]
+def test_the_heatmap_steps_of_the_report_are_the_pages(web):
+    """The page colours the head to head of the leaderboard tab with the report's own steps: it links the report's
+    heat.css, which the server serves as the report embeds it."""
     rule = re.compile(r"^\.matrix td\.heat-\d+ \{.*\}$", re.MULTILINE)
-    report_rules = rule.findall((root / "leaderboard" / "report" / "page.css").read_text())
+    report_rules = rule.findall(asset("heat.css"))
     assert len(report_rules) == 11
-    assert report_rules == rule.findall((root / "leaderboard" / "web" / "static" / "app.css").read_text())
+    assert '<link rel="stylesheet" href="/heat.css">' in httpx.get(web.url + "/").text
+    assert report_rules == rule.findall(httpx.get(web.url + "/heat.css").text)
 
 
 def test_boards_of_real_games_after_known_moves():

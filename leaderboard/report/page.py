@@ -1,7 +1,7 @@
 """The standings as one self-contained HTML page: a sortable table per scope, the head-to-head matrix of
 each rated scope, and the plot embedded as a base64 PNG.
 
-The page loads nothing: its style (``page.css``) and sorting script (``page.js``), package data beside
+The page loads nothing: its style (``page.css``, ``heat.css``) and sorting script (``page.js``), package data beside
 this module, are written into it inline, so the file can be mailed or archived as it is.
 """
 
@@ -32,7 +32,9 @@ from leaderboard.report.columns import (
 from leaderboard.report.plot import png_bytes
 from leaderboard.standings import Scope, SoloScope, Standings
 
-ASSETS = ("page.css", "page.js")  # the page's style and script, package data of leaderboard.report
+# the page's style (heat.css: the head-to-head colours, which spiral-arena web's page serves too) and script,
+# package data of leaderboard.report
+ASSETS = ("page.css", "heat.css", "page.js")
 HEAT_BINS = 10  # a head-to-head score is coloured in steps of 1 / HEAT_BINS: classes heat-0 to heat-10
 
 
@@ -69,7 +71,7 @@ def _standings_table(scope: Scope | SoloScope, reasoning: ReasoningColumn | None
 
 def heat_class(score: float) -> str:
     """The class colouring a head-to-head cell by the row's score, from red (0) to green (1) in ``HEAT_BINS``
-    steps (``page.css`` and the web page's ``app.css`` define them): a class, not a style attribute, so the
+    steps (``heat.css`` defines them, for this page and the web page): a class, not a style attribute, so the
     cells stay within a Content-Security-Policy that allows no inline style."""
     return f"heat-{round(HEAT_BINS * score)}"
 
@@ -159,7 +161,8 @@ def html_page(standings: Standings, title: str = "spiral-arena leaderboard") -> 
         legend = f'<p class="note provisional">{html.escape(provisional_legend(standings))}</p>'
     legend += "".join(f'<p class="note costs">{html.escape(line)}</p>' for line in cost_legend(standings))
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    style, script = map(asset, ASSETS)
+    *styles, script = map(asset, ASSETS)
+    style = "".join(styles)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>\n{style}</style></head>
 <body><h1>{html.escape(title)}</h1>

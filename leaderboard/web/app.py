@@ -45,10 +45,11 @@ from leaderboard.web.policy import HUMAN, Policy, Refused, move_text, moves_seen
 from spiral_arena.registry import REGISTRY, GameSpec
 from spiral_arena.serve import LOOPBACK_NAMES, RequestError, host_names, read_json, refusal, startup_messages
 
-ASSETS = {  # path -> (file under static/, its type)
-    "/": ("index.html", "text/html"),
-    "/app.js": ("app.js", "text/javascript"),
-    "/app.css": ("app.css", "text/css"),
+ASSETS = {  # path -> (the package data file, its type)
+    "/": (files(__package__) / "static" / "index.html", "text/html"),
+    "/app.js": (files(__package__) / "static" / "app.js", "text/javascript"),
+    "/app.css": (files(__package__) / "static" / "app.css", "text/css"),
+    "/heat.css": (files("leaderboard.report") / "heat.css", "text/css"),  # the head-to-head colours of the report
 }
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
@@ -150,8 +151,8 @@ def create_app(
         response.headers.update(HEADERS)
         return response
 
-    for path, (name, kind) in ASSETS.items():
-        content = files(__package__).joinpath("static", name).read_bytes()
+    for path, (source, kind) in ASSETS.items():
+        content = source.read_bytes()
 
         def asset(content: bytes = content, kind: str = kind) -> Response:
             return Response(content, media_type=kind)
