@@ -181,7 +181,7 @@ class Matches:
             return self.actors[label]
 
     async def build(self, entrants: Sequence[Entrant]) -> dict[str, Agent]:
-        """Each non-human entrant's agent, built once per label on the builder thread and awaited there; a
+        """Each non-human entrant's agent, built once per label on the builder threads and awaited there; a
         Refused (422) names the seat whose agent could not be built, and nothing is stored."""
         futures = [(seat, e, self._building(e, seat)) for seat, e in enumerate(entrants) if e.label != HUMAN]
         built = {}
@@ -246,8 +246,8 @@ class Matches:
         match = Match(next(self.ids), job, played, frozenset(i for i, e in enumerate(entrants) if e.label == HUMAN),
                       list(marked.values()))  # fmt: skip
         self.matches[match.id] = match
-        finished = [i for i, m in self.matches.items() if m.pending is None]
-        for match_id in finished[: max(len(self.matches) - MAX_MATCHES, 0)]:  # a row not yet stored stays
+        droppable = [i for i, m in self.matches.items() if m.pending is None]  # a row not yet stored stays
+        for match_id in droppable[: max(len(self.matches) - MAX_MATCHES, 0)]:
             del self.matches[match_id]
         self._settle(match)
         return match.state()
