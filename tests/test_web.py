@@ -640,3 +640,19 @@ def test_boards_of_real_games_after_known_moves():
     assert board(env, []) is None, "before reset"
     env.reset(seed=0)
     assert board(env, []) is None, "a game without a board"
+
+
+def test_the_page_offers_the_servers_own_agents_in_each_seat(browser, tmp_path):
+    """A client names API agents only from the server's --agents, so the page lists those in the seats' choices
+    and no longer suggests a spec of one's own (openai:MODEL) that the server refuses."""
+    server = Web(tmp_path, "--db", str(tmp_path / "lb.sqlite"), "--agents", "bluffer=expert#alpha=0.3")
+    try:
+        page = browser.new_page()
+        page.goto(server.url + "/")
+        page.wait_for_selector("#game option", state="attached")
+        offered = page.eval_on_selector_all("#agent-specs option", "options => options.map(o => o.value)")
+        assert offered == ["human", "expert", "random", "bluffer"]
+        assert "openai:MODEL" not in page.text_content("#new-match")
+        page.close()
+    finally:
+        server.stop()

@@ -363,6 +363,7 @@ async function load() {
   try {
     const listed = await api("games");
     games = listed.games;
+    for (const name of listed.agents) specs.append(new Option(name)); // the server's own (--agents)
     $("game").replaceChildren(...games.map((g) => new Option(g.id, g.id)));
     seatInputs();
   } catch (error) {
