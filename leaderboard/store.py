@@ -250,17 +250,28 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
 _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!' ORDER BY name"
 
 
+def _version_and_tables(conn: sqlite3.Connection) -> tuple[int, list[str]]:
+    return conn.execute("PRAGMA user_version").fetchone()[0], [name for (name,) in conn.execute(_TABLES)]
+
+
 def _schema_version(conn: sqlite3.Connection) -> int:
     """The schema version of the database ``conn`` reads (0: a new, empty one). A StoreError for a newer schema
     than this code's, and for another program's SQLite file: tables but no schema version, or a version but no
     games table (a leaderboard database gets both in one transaction, so no run in progress looks like that)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if conn.in_transaction:
+        version, tables = _version_and_tables(conn)
+    else:  # one read snapshot: another process may create the schema between two autocommit reads
+        conn.execute("BEGIN")
+        try:
+            version, tables = _version_and_tables(conn)
+        finally:
+            if conn.in_transaction:  # a read only: nothing to keep
+                conn.execute("ROLLBACK")
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"the leaderboard database {_name(conn)} has schema version {version}, newer than this spiral-arena "
             f"({spiral_arena.__version__}) understands ({SCHEMA_VERSION}); upgrade spiral-arena"
         )
-    tables = [name for (name,) in conn.execute(_TABLES)]
     if (version == 0 and tables) or (version > 0 and "games" not in tables):
         shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "") or "none"
         raise StoreError(
