@@ -48,7 +48,7 @@ class TimedEngine(HFEngine):
 def measure(policy: Policy, engine: TimedEngine, config: TrainConfig, in_flight: int, seconds: float) -> dict:
     specs, weights = parse_mixture(config.games, config.game_weights)
     rng = np.random.default_rng(0)
-    pool = EnvPool()
+    envs = EnvPool()
     games = tokens = decisions = 0
     engine.seconds = 0.0
     start = time.perf_counter()
@@ -66,7 +66,7 @@ def measure(policy: Policy, engine: TimedEngine, config: TrainConfig, in_flight:
             invalid_penalty=-1.5,
             invalid_opponent_reward=0.5,
             obs_format=config.obs_format,
-            pool=pool,
+            envs=envs,
         )
         games += len(results)
         tokens += sum(len(t.response_ids) for r in results for t in r.turns)

@@ -88,7 +88,7 @@ def first_wave(model_dir: Path, config: TrainConfig) -> list[list[int]]:
         collect(
             policy, specs, weights, min_samples=0, games=config.games_in_flight,
             games_in_flight=config.games_in_flight, rng=np.random.default_rng(0), sampling=config.sampling,
-            max_game_actions=config.max_game_actions, obs_format=config.obs_format, pool=EnvPool(),
+            max_game_actions=config.max_game_actions, obs_format=config.obs_format, envs=EnvPool(),
             invalid_penalty=config.invalid_penalty, invalid_opponent_reward=config.invalid_opponent_reward,
         )  # fmt: skip
     return engine.wave

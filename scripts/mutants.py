@@ -59,9 +59,9 @@ VLLM_STOPS = "tests/test_vllm_engine.py::test_stop_tokens_end_replies_and_only_t
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "self-play advantage sign flipped",
-        "trainers/loop.py",
-        "adv = rae.advantage(game.game, seat, ret, baseline_actor) if config.rae else ret",
-        "adv = -rae.advantage(game.game, seat, ret, baseline_actor) if config.rae else ret",
+        "trainers/advantages.py",
+        "adv = run.rae.advantage(game.game, seat, ret, baseline_actor) if config.rae else ret",
+        "adv = -run.rae.advantage(game.game, seat, ret, baseline_actor) if config.rae else ret",
         ("tests/test_trainer_e2e.py::test_self_play_advantages_replay_from_the_run_files",),
     ),
     Mutant(
@@ -122,7 +122,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "RAE: one baseline for every shard",
-        "trainers/loop.py",
+        "trainers/advantages.py",
         'baseline_actor = game.shard if config.rae_scope == "shard" else None',
         "baseline_actor = None",
         ("tests/test_trainer_e2e.py::test_each_shard_keeps_its_own_baselines_with_rae_scope_shard",),
@@ -423,9 +423,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "async: a checkpoint drops the games played ahead of it",
-        "trainers/loop.py",
-        'streams["pending"] = [b.saved() for b in pending]',
-        'streams["pending"] = []',
+        "trainers/sources.py",
+        '"pending": [b.saved() for b in pending]',
+        '"pending": []',
         ("tests/test_async.py::test_a_resumed_async_run_continues_exactly",),
     ),
 )

@@ -86,12 +86,12 @@ def test_bf16_weights_would_lose_the_update():
 
 
 def test_trainer_loads_fp32_weights_when_bf16_is_on(tmp_path):
-    from trainers.setup import load_model
+    from trainers.start import load_policy_model
     from trainers.tiny import create_tiny
 
     create_tiny(tmp_path / "tiny_init", ["TicTacToe-v0"])
     config = TrainConfig.build({"bf16": True})
-    model, _, _ = load_model(config, tmp_path, None, torch.device("cpu"))
+    model, _, _ = load_policy_model(config, tmp_path, None, torch.device("cpu"))
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 

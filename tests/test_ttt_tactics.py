@@ -144,7 +144,7 @@ def test_the_tiny_models_tokenizer_learns_the_text_of_the_games_with_their_optio
     from transformers import AutoTokenizer
 
     from trainers.config import TrainConfig
-    from trainers.setup import tiny_model_dir
+    from trainers.start import tiny_model_dir
 
     words = " aM bE cT dE eM fE gE hT iE"
     pieces = {}

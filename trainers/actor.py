@@ -10,7 +10,7 @@ before the first step that needs it.
 
 Everything the actor draws on (the rollout shards' random streams, the opponent pool) is its own; each batch
 carries those streams' states after it, so a checkpoint taken at step t holds the K batches already played
-for t+1 .. t+K and the streams after them (``loop.train`` saves them), and a resumed run plays on exactly.
+for t+1 .. t+K and the streams after them (``sources.Asynchronous.streams``), and a resumed run plays on exactly.
 """
 
 from __future__ import annotations
@@ -238,11 +238,11 @@ class Actor:
 
 
 @contextmanager
-def shared_engine(actor: Actor | None, engine, model):
-    """The learner's evaluation, in an async run whose actor plays through the learner's own engine (vLLM's):
-    the engine to itself, serving the learner's weights. Otherwise nothing to do (the hf engine evaluates
-    over the learner's model; the actor has a copy)."""
-    if actor is None or actor.engine is not engine:
+def evaluating_on_actor_engine(actor: Actor, engine, model):
+    """The learner's evaluation, when the actor plays through the learner's own engine (vLLM's): the engine to
+    itself, serving the learner's weights. Otherwise nothing to do (the hf engine evaluates over the learner's
+    model; the actor has a copy)."""
+    if actor.engine is not engine:
         yield
         return
     with actor.exclusive():

@@ -60,144 +60,173 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
     if trained == 0:
         return {"trained": 0}
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    parts: list[list[list[Row]]] = []  # each part's micro-batches of rows
     split = split_by_group(turns, config.mini_batches)
-    for part in split:
-        coefficients = part_coefficients(part, [float(len(t.response_ids)) for t in part], config, ddp.sum)
-        rows = [r for r in merge_duplicates(part, coefficients) if r.turns[0].response_ids]
-        # rows of like length share a micro-batch: less padding (a seventh of the tiny recipe's update), the same sums
-        rows.sort(key=lambda r: len(r.turns[0].prompt_ids) + len(r.turns[0].response_ids))
-        parts.append([rows[i : i + config.micro_batch] for i in range(0, len(rows), config.micro_batch)])
-    sharded, placeholder = is_sharded(model), None
-    if sharded:  # every forward/backward is a collective: all ranks run as many micro-batches
-        most = ddp.max([float(len(batches)) for batches in parts])
+    parts = [micro_batches(part, config, ddp) for part in split]  # each part's micro-batches of rows
+    placeholder = None
+    if is_sharded(model):  # every forward/backward is a collective: all ranks run as many micro-batches
         placeholder = Row([Turn("", 0, "", [pad], [pad], [0.0], "", True)], 0.0, 0.0)  # coefficient 0: adds nothing
-        for batches, n in zip(parts, most, strict=True):
+        for batches, n in zip(parts, ddp.max([float(len(batches)) for batches in parts]), strict=True):
             batches += [[placeholder]] * (int(n) - len(batches))
-    steps = config.epochs * len(parts)
-
-    def forward(net, batch: list[Row], grad: bool, entropy: bool = False):
-        ids, attention, positions, mask = pack(
-            [r.turns[0].prompt_ids for r in batch], [r.turns[0].response_ids for r in batch], pad, device
-        )
-        with torch.set_grad_enabled(grad), autocast(config, device):
-            return response_logprobs(net, ids, attention, positions, mask, config.temperature, entropy=entropy)
-
-    totals: dict[str, float] = defaultdict(float)
-    gap = [0.0, 0.0, 0.0]  # summed |gap|, tokens compared, max
+    learner = Update(model, optimizer, config, device, ddp, pad, placeholder, config.epochs * len(parts))
     # the learner's log-probs before any step: PPO's ratio reads them, and so do the on-policy check when later
     # mini-batches are taken after a step and the off-policy correction (REINFORCE on one mini-batch, on-policy,
     # reads its first pass instead)
     correct = config.tis != "none"
     keep_old = config.loss == "ppo" or len(parts) > 1 or correct
-    old = [[forward(model, b, False)[:2] for b in batches] if keep_old else None for batches in parts]
-    ref = [[forward(reference, b, False)[0] for b in batches] for batches in parts] if reference is not None else None
+    old = [[learner.forward(model, b, False)[:2] for b in batches] if keep_old else None for batches in parts]
+    ref = None
+    if reference is not None:
+        ref = [[learner.forward(reference, b, False)[0] for b in batches] for batches in parts]
     # per batch: each token's importance weight (rollouts sampled by other weights: async_steps)
-    tis: list[list[torch.Tensor]] | None = [] if correct else None
-    if keep_old:
-        for batches, before in zip(parts, old, strict=True):
-            part = []
-            for batch, (logp, mask) in zip(batches, before, strict=True):
-                if batch[0] is placeholder:
-                    part.append(torch.ones_like(mask))
-                    continue
-                sampled = member_logprobs(batch, mask)
-                add_gap(gap, logp, sampled)
-                if correct:
-                    part.append(tis_weights(len(batch), logp, sampled, config, totals))
-            if tis is not None:
-                tis.append(part)
+    tis = learner.importance(parts, old, correct) if keep_old else None
     if tis is not None and config.tis_drop_masked:
         for part_turns, batches, weights, before in zip(split, parts, tis, old, strict=True):
             drop_masked(part_turns, batches, weights, [mask for _, mask in before], config, ddp.sum)
     model.train()
     for epoch in range(config.epochs):
         for k, batches in enumerate(parts):
-            optimizer.zero_grad(set_to_none=True)
-            for i in rng.permutation(len(batches)):
-                batch = batches[i]
-                logp, mask, *entropy = forward(model, batch, True, entropy=config.entropy_coef > 0)
-                if batch[0] is placeholder:
-                    (logp.sum() * 0.0).backward()
-                    continue
-                if epoch == 0 and not keep_old:  # one mini-batch, no step taken yet: these are the sampler's
-                    add_gap(gap, logp.detach(), member_logprobs(batch, mask))
-                coefficients = torch.tensor([r.coefficient for r in batch], device=device, dtype=logp.dtype)
-                weights = torch.tensor([float(len(r.turns)) for r in batch], device=device)
-                loss, info = policy_loss(
-                    logp,
-                    old[k][i][0] if config.loss == "ppo" else None,
-                    torch.tensor([r.advantage for r in batch], device=device),
-                    mask,
-                    coefficients,
-                    config.loss,
-                    config.clip,
-                    clip_high=config.clip_high or None,
-                    dual_clip=config.dual_clip or None,
-                    weights=weights,
-                    token_weights=tis[k][i] if tis else None,
-                )
-                objective = loss
-                if ref:  # each turn's KL at its game's weight (kl_by_game); the logged kl is unweighted
-                    games = torch.tensor([config.kl_by_game[r.turns[0].game] for r in batch], device=device)
-                    per_token = kl_per_token(logp, ref[k][i], config.kl_estimator)
-                    objective = objective + aggregate(per_token * games[:, None], mask, coefficients)
-                    totals["kl"] += aggregate(per_token.detach(), mask, coefficients).item() / steps
-                if entropy:  # the bonus: a higher entropy lowers the objective
-                    mean_entropy = aggregate(entropy[0], mask, coefficients)
-                    objective = objective - config.entropy_coef * mean_entropy
-                    totals["entropy"] += mean_entropy.item() / steps
-                # FSDP averages gradients over ranks; scaling by the rank count makes that the sum
-                (objective * (ddp.world if sharded else 1)).backward()
-                counted = float((mask * weights[:, None]).sum())
-                totals["loss"] += loss.item() / steps
-                totals["tokens"] += counted
-                totals["clipped"] += info["clip_fraction"] * counted
-                totals["dual_clipped"] += info.get("dual_clip_fraction", 0.0) * counted
-            if not sharded:
-                ddp.sum_gradients(model)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            if isinstance(grad_norm, DTensor):
-                grad_norm = grad_norm.full_tensor()
-            if math.isfinite(float(grad_norm)):
-                totals["grad_norm"] += float(grad_norm) / steps
-                optimizer.step()
-            else:  # a NaN or inf gradient would ruin every weight it touches
-                totals["skipped_steps"] += 1
-                optimizer.zero_grad(set_to_none=True)
-    keys = ("loss", "kl", "entropy", "tokens", "clipped", "dual_clipped")
-    *values, gap_sum, gap_tokens = ddp.sum([totals[k] for k in keys] + gap[:2])
-    summed = dict(zip(keys, values, strict=True))
-    tokens = max(summed["tokens"], 1.0)
-    stats = {"trained": trained, "loss": summed["loss"], "clip_fraction": summed["clipped"] / tokens}
-    stats["grad_norm"] = totals["grad_norm"]
-    if ref:
-        stats["kl"] = summed["kl"]
-    if config.dual_clip:
-        stats["dual_clip_fraction"] = summed["dual_clipped"] / tokens
-    if config.entropy_coef:
-        stats["entropy"] = summed["entropy"]
-    if correct:  # over the tokens whose sampling log-prob is known, each merged turn counted
-        ratio_sum, ratio_tokens, capped = ddp.sum([totals["tis_sum"], totals["tis_tokens"], totals["tis_capped"]])
-        stats["tis/ratio_mean"] = ratio_sum / max(ratio_tokens, 1.0)
-        stats["tis/ratio_max"] = ddp.max([totals["tis_max"]])[0]
-        stats["tis/capped_share"] = capped / max(ratio_tokens, 1.0)
-    if totals["skipped_steps"]:
-        stats["skipped_steps"] = totals["skipped_steps"]
-        logger.warning("%d optimiser step(s) skipped: the gradient norm was not finite", totals["skipped_steps"])
-    if gap_tokens == 0:  # no turn carried engine log-probs
-        return stats
-    stats["logprob_gap/mean"] = gap_sum / gap_tokens
-    stats["logprob_gap/max"] = ddp.max([gap[2]])[0]
-    if stats["logprob_gap/mean"] > config.logprob_gap_warn:
-        logger.warning(
-            "rollouts look off-policy: mean |generation log-prob - learner log-prob| = %.4f per token "
-            "(max %.4f, warning above %g); check that the engine samples from the learner's weights",
-            stats["logprob_gap/mean"],
-            stats["logprob_gap/max"],
-            config.logprob_gap_warn,
+            learner.step(batches, rng, epoch == 0 and not keep_old, old[k] if config.loss == "ppo" else None,
+                         ref[k] if ref else None, tis[k] if tis else None)  # fmt: skip
+    return learner.stats(trained, bool(ref), correct)
+
+
+def micro_batches(part: list[Turn], config: TrainConfig, ddp: Distributed) -> list[list[Row]]:
+    """One part's turns as merged rows (``merge_duplicates``), in micro-batches of rows of like length."""
+    coefficients = part_coefficients(part, [float(len(t.response_ids)) for t in part], config, ddp.sum)
+    rows = [r for r in merge_duplicates(part, coefficients) if r.turns[0].response_ids]
+    # rows of like length share a micro-batch: less padding (a seventh of the tiny recipe's update), the same sums
+    rows.sort(key=lambda r: len(r.turns[0].prompt_ids) + len(r.turns[0].response_ids))
+    return [rows[i : i + config.micro_batch] for i in range(0, len(rows), config.micro_batch)]
+
+
+class Update:
+    """One update's passes: forward passes over rows, optimiser steps, and the sums its statistics come from."""
+
+    def __init__(self, model, optimizer, config: TrainConfig, device, ddp: Distributed, pad: int, placeholder, steps):
+        self.model, self.optimizer, self.config, self.device, self.ddp = model, optimizer, config, device, ddp
+        self.pad, self.placeholder, self.steps = pad, placeholder, steps  # steps: optimiser steps in the update
+        self.totals: dict[str, float] = defaultdict(float)
+        self.gap = [0.0, 0.0, 0.0]  # summed |gap|, tokens compared, max
+
+    def forward(self, net, batch: list[Row], grad: bool, entropy: bool = False):
+        ids, attention, positions, mask = pack(
+            [r.turns[0].prompt_ids for r in batch], [r.turns[0].response_ids for r in batch], self.pad, self.device
         )
-    return stats
+        with torch.set_grad_enabled(grad), autocast(self.config, self.device):
+            return response_logprobs(net, ids, attention, positions, mask, self.config.temperature, entropy=entropy)
+
+    def importance(self, parts: list[list[list[Row]]], old: list, correct: bool) -> list[list[torch.Tensor]] | None:
+        """The engine's log-probs against the learner's before any step: the gap, and with ``correct`` each
+        batch's token importance weights (``tis_weights``)."""
+        tis: list[list[torch.Tensor]] | None = [] if correct else None
+        for batches, before in zip(parts, old, strict=True):
+            part = []
+            for batch, (logp, mask) in zip(batches, before, strict=True):
+                if batch[0] is self.placeholder:
+                    part.append(torch.ones_like(mask))
+                    continue
+                sampled = member_logprobs(batch, mask)
+                add_gap(self.gap, logp, sampled)
+                if correct:
+                    part.append(tis_weights(len(batch), logp, sampled, self.config, self.totals))
+            if tis is not None:
+                tis.append(part)
+        return tis
+
+    def step(self, batches: list[list[Row]], rng, first_pass: bool, old, ref, tis) -> None:
+        """One optimiser step over one part's micro-batches, in a random order. ``first_pass``: no step taken
+        yet and no old log-probs kept, so these log-probs are the ones the gap compares."""
+        config, device, totals, steps = self.config, self.device, self.totals, self.steps
+        sharded = self.placeholder is not None
+        self.optimizer.zero_grad(set_to_none=True)
+        for i in rng.permutation(len(batches)):
+            batch = batches[i]
+            logp, mask, *entropy = self.forward(self.model, batch, True, entropy=config.entropy_coef > 0)
+            if batch[0] is self.placeholder:
+                (logp.sum() * 0.0).backward()
+                continue
+            if first_pass:
+                add_gap(self.gap, logp.detach(), member_logprobs(batch, mask))
+            coefficients = torch.tensor([r.coefficient for r in batch], device=device, dtype=logp.dtype)
+            weights = torch.tensor([float(len(r.turns)) for r in batch], device=device)
+            loss, info = policy_loss(
+                logp,
+                old[i][0] if old is not None else None,
+                torch.tensor([r.advantage for r in batch], device=device),
+                mask,
+                coefficients,
+                config.loss,
+                config.clip,
+                clip_high=config.clip_high or None,
+                dual_clip=config.dual_clip or None,
+                weights=weights,
+                token_weights=tis[i] if tis else None,
+            )
+            objective = loss
+            if ref is not None:  # each turn's KL at its game's weight (kl_by_game); the logged kl is unweighted
+                games = torch.tensor([config.kl_by_game[r.turns[0].game] for r in batch], device=device)
+                per_token = kl_per_token(logp, ref[i], config.kl_estimator)
+                objective = objective + aggregate(per_token * games[:, None], mask, coefficients)
+                totals["kl"] += aggregate(per_token.detach(), mask, coefficients).item() / steps
+            if entropy:  # the bonus: a higher entropy lowers the objective
+                mean_entropy = aggregate(entropy[0], mask, coefficients)
+                objective = objective - config.entropy_coef * mean_entropy
+                totals["entropy"] += mean_entropy.item() / steps
+            # FSDP averages gradients over ranks; scaling by the rank count makes that the sum
+            (objective * (self.ddp.world if sharded else 1)).backward()
+            counted = float((mask * weights[:, None]).sum())
+            totals["loss"] += loss.item() / steps
+            totals["tokens"] += counted
+            totals["clipped"] += info["clip_fraction"] * counted
+            totals["dual_clipped"] += info.get("dual_clip_fraction", 0.0) * counted
+        if not sharded:
+            self.ddp.sum_gradients(self.model)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
+        if isinstance(grad_norm, DTensor):
+            grad_norm = grad_norm.full_tensor()
+        if math.isfinite(float(grad_norm)):
+            totals["grad_norm"] += float(grad_norm) / steps
+            self.optimizer.step()
+        else:  # a NaN or inf gradient would ruin every weight it touches
+            totals["skipped_steps"] += 1
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def stats(self, trained: int, anchored: bool, correct: bool) -> dict[str, float]:
+        """The update's numbers, summed over every rank."""
+        config, ddp, totals, gap = self.config, self.ddp, self.totals, self.gap
+        keys = ("loss", "kl", "entropy", "tokens", "clipped", "dual_clipped")
+        *values, gap_sum, gap_tokens = ddp.sum([totals[k] for k in keys] + gap[:2])
+        summed = dict(zip(keys, values, strict=True))
+        tokens = max(summed["tokens"], 1.0)
+        stats = {"trained": trained, "loss": summed["loss"], "clip_fraction": summed["clipped"] / tokens}
+        stats["grad_norm"] = totals["grad_norm"]
+        if anchored:
+            stats["kl"] = summed["kl"]
+        if config.dual_clip:
+            stats["dual_clip_fraction"] = summed["dual_clipped"] / tokens
+        if config.entropy_coef:
+            stats["entropy"] = summed["entropy"]
+        if correct:  # over the tokens whose sampling log-prob is known, each merged turn counted
+            ratio_sum, ratio_tokens, capped = ddp.sum([totals["tis_sum"], totals["tis_tokens"], totals["tis_capped"]])
+            stats["tis/ratio_mean"] = ratio_sum / max(ratio_tokens, 1.0)
+            stats["tis/ratio_max"] = ddp.max([totals["tis_max"]])[0]
+            stats["tis/capped_share"] = capped / max(ratio_tokens, 1.0)
+        if totals["skipped_steps"]:
+            stats["skipped_steps"] = totals["skipped_steps"]
+            logger.warning("%d optimiser step(s) skipped: the gradient norm was not finite", totals["skipped_steps"])
+        if gap_tokens == 0:  # no turn carried engine log-probs
+            return stats
+        stats["logprob_gap/mean"] = gap_sum / gap_tokens
+        stats["logprob_gap/max"] = ddp.max([gap[2]])[0]
+        if stats["logprob_gap/mean"] > config.logprob_gap_warn:
+            logger.warning(
+                "rollouts look off-policy: mean |generation log-prob - learner log-prob| = %.4f per token "
+                "(max %.4f, warning above %g); check that the engine samples from the learner's weights",
+                stats["logprob_gap/mean"],
+                stats["logprob_gap/max"],
+                config.logprob_gap_warn,
+            )
+        return stats
 
 
 def trainable(turn: Turn, stop_token: bool) -> Turn:

@@ -138,7 +138,7 @@ def collect(
     opponent: Any = None,
     obs_format: str = "",
     games: int | None = None,
-    pool: EnvPool | None = None,
+    envs: EnvPool | None = None,
     group_size: int = 1,
     group_seeds: list[int] | None = None,
     snapshots: Any = None,
@@ -161,7 +161,7 @@ def collect(
     finished_turns = 0
     turns_per_game = 4.0  # running estimate, to stop launching games in time
 
-    pool = pool if pool is not None else EnvPool()
+    envs = envs if envs is not None else EnvPool()
 
     group: tuple[GameSpec, int] | None = None  # the spec and reset seed of the group being launched
 
@@ -177,7 +177,7 @@ def collect(
         seats = tuple(range(n)) if against is None else (games_started % n,)
         text = reading(against, spec).text if against is not None else {}
         seat_text = tuple({} if seat in seats else text for seat in range(n)) if text else ()
-        env = pool.take(spec, obs_format, seat_text)
+        env = envs.take(spec, obs_format, seat_text)
         env.reset(seed=seed)
         slots.append(_Slot(env, spec, seats, seed, against, seat_text))
         games_started += 1
@@ -206,9 +206,7 @@ def collect(
         pending = [s for s in slots if not _done(s) and _seat(s) in s.policy_seats]
         if pending:
             observations = [s.env.observe(s.env.agent_selection) for s in pending]
-            prompts = policy.prompt_ids_batch(observations)
-            completions = policy.engine.generate(prompts, sampling, seed=int(rng.integers(2**31)))
-            texts = policy.decode_batch([c.token_ids for c in completions])
+            prompts, completions, texts = policy.answer_batch(observations, sampling, int(rng.integers(2**31)))
             prefetch_answers(pending, texts)
             for slot, obs, prompt, completion, text in zip(
                 pending, observations, prompts, completions, texts, strict=True
@@ -234,7 +232,7 @@ def collect(
         for slot in [s for s in slots if _done(s) or len(s.moves) >= max_game_actions]:
             slots.remove(slot)
             result = _finish(slot, invalid_penalty, invalid_opponent_reward, truncated=not _done(slot))
-            pool.give(slot.spec, obs_format, slot.env, slot.seat_text)
+            envs.give(slot.spec, obs_format, slot.env, slot.seat_text)
             results.append(result)
             finished_turns += len(result.turns)
             turns_per_game = 0.8 * turns_per_game + 0.2 * max(1, len(result.turns))
