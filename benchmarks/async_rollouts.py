@@ -5,7 +5,7 @@ For each seed, the default main job (``spiral-arena train``'s recipe) is trained
 RL steps per minute (evaluations left out: each step's own seconds), the whole run's wall time (warm start and
 evaluations included), where a step's seconds go (rollout, update; for the asynchronous run the learner's wait
 for games and the actor's wait for weights), the staleness and importance ratios, and each run's final targets
-(``trainers.evaluate.TARGETS``). The ratio line is the asynchronous mean over the synchronous mean, with the
+(``trainers.summary.TARGETS``). The ratio line is the asynchronous mean over the synchronous mean, with the
 spread over seeds.
 
     python benchmarks/async_rollouts.py --seeds 3                    # the measurement in docs/results

@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from spiral_arena.analysis.connect_four import tactics_from_scores, uniform_tactics
-from trainers.evaluate import match_key
 from trainers.flags import read_settings
+from trainers.summary import match_key
 from trainers.validation import ConfigError
 
 GAME = "ConnectFour-v0:board=threats"

@@ -38,9 +38,9 @@ from rich.console import Console
 from rich.table import Table
 
 from spiral_arena.registry import GameSpec
-from trainers.evaluate import match_key
 from trainers.flags import read_settings
 from trainers.recipes import RECIPES
+from trainers.summary import match_key
 from trainers.validation import ConfigError
 
 TRAINING = ("KuhnPoker-v0", "TicTacToe-v0", "SimpleNegotiation-v0")

@@ -118,28 +118,12 @@ def synthetic_rows(total: int, seed: int = 0) -> list[store.GameRow]:
                     chips = r0 * float(rng.integers(1, 6)) if env_id == "KuhnPoker-v0" else None
                     rows.append(
                         store.GameRow(
-                            env_id,
-                            "v0",
-                            labels[i],
-                            labels[j],
-                            labels[i],
-                            labels[j],
-                            s,
-                            r0,
-                            -r0,
-                            chips,
-                            None if chips is None else -chips,
-                            False,
-                            False,
-                            None,
-                            None,
-                            None,
-                            '{"moves": [], "end": ""}',
-                            5,
-                            0.001,
-                            stamp,
-                            stamp,
-                            spiral_arena.__version__,
+                            env_id=env_id, env_version="v0", player0=labels[i], player1=labels[j], spec0=labels[i],
+                            spec1=labels[j], seed=s, reward0=r0, reward1=-r0, payoff0=chips,
+                            payoff1=None if chips is None else -chips, invalid0=False, invalid1=False,
+                            invalid_reason=None, error=None, error_seat=None, transcript='{"moves": [], "end": ""}',
+                            steps=5, duration_s=0.001, started_at=stamp, finished_at=stamp,
+                            package_version=spiral_arena.__version__,
                         )  # fmt: skip
                     )
     return rows

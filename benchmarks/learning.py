@@ -5,9 +5,9 @@ in a fresh process (so runs do not share threads or caches), then prints per eva
 mean and min/max over seeds of: Kuhn single-hand exploitability, TicTacToe win-or-draw against the
 random agent, SimpleNegotiation wins against random and win-or-draw against the expert, and the invalid-answer
 rate of the worst trained game (each over its matches against every evaluation opponent: the numbers the run's
-own final table checks, ``trainers.evaluate.headline``); and a final table (final policy, not a peak) with 95%
+own final table checks, ``trainers.summary.headline``); and a final table (final policy, not a peak) with 95%
 intervals over seeds and how many seeds meet each target. Targets for the default recipe, on each seed's final
-policy (``trainers.evaluate.TARGETS``): exploitability <= 0.20, TicTacToe win-or-draw vs random >= 0.85,
+policy (``trainers.summary.TARGETS``): exploitability <= 0.20, TicTacToe win-or-draw vs random >= 0.85,
 Negotiation wins vs random >= 0.46 and win-or-draw vs expert >= 0.59, invalid <= 1% in every game.
 
     python benchmarks/learning.py --seeds 3                       # default and no_rae, seeds 0, 1, 2
@@ -61,10 +61,10 @@ from rich.table import Table
 
 from spiral_arena.analysis.read_policy import ScoreFn
 from spiral_arena.registry import GameSpec
-from trainers.evaluate import TARGETS as RECIPE_TARGETS
-from trainers.evaluate import headline, match_table
 from trainers.flags import read_settings
 from trainers.rollout import parse_mixture
+from trainers.summary import TARGETS as RECIPE_TARGETS
+from trainers.summary import headline, match_table
 from trainers.validation import ConfigError
 
 # Each variant: config overrides on top of the default recipe (the levers issue 13 asks to measure).
@@ -90,7 +90,7 @@ VARIANTS: dict[str, dict[str, object]] = {
 }
 CONTROL = ("default", "vs_random", "vs_expert")
 KUHN, TTT = "KuhnPoker-v0", "TicTacToe-v0"  # env ids: a run's games carry options (TicTacToe-v0:board=lines)
-# The trainer's own targets (trainers.evaluate.TARGETS), under this table's metric names.
+# The trainer's own targets (trainers.summary.TARGETS), under this table's metric names.
 _METRICS = {
     "kuhn_exploitability": "exploitability",
     "tictactoe_vs_random": "ttt_win_or_draw",
@@ -123,7 +123,7 @@ def finished(run: Path, key: str = "eval/kuhn_exploitability") -> bool:
 
 def summary(r: dict, trained: list[str]) -> dict[str, float]:
     """The headline numbers of one evaluation row of a run that trained ``trained`` (game labels): the
-    targets' three as the run's own final table reads them (``trainers.evaluate.headline``), and the
+    targets' three as the run's own final table reads them (``trainers.summary.headline``), and the
     control experiment's win rates."""
     table = match_table(r)
     played = {GameSpec.parse(game).env_id: game for game in table}  # the run's own spelling of each game

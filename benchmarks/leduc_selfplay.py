@@ -3,7 +3,7 @@ RAE against MARSHAL's advantages, over seeds.
 
 Each run is the tiny recipe on ``LeducHoldem-v0`` alone (200 steps, chips as the reward), evaluated every 50
 steps and before the first; the exploitability is read off the model at the 288 rank information states
-(``trainers.evaluate.leduc_metrics``). The final checkpoint's policy at the evaluation temperature, as an
+(``trainers.readouts.leduc_metrics``). The final checkpoint's policy at the evaluation temperature, as an
 ``hf:`` agent plays it, is then scored exactly against uniform random play and against the CFR+ expert, in
 chips a hand averaged over the two seats (``leduc_policy_value``), where win rates would mislead: a policy
 that folds its weak hands loses most hands and wins chips.

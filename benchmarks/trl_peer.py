@@ -9,7 +9,7 @@ own ``Policy``: the same prompt ids as ours), its final model saved with (a)'s `
 evaluated by ``trainers.evaluate.evaluate`` at the recipe's settings, as (a) and (b) evaluate themselves. The tables:
 seconds per RL step and turns trained per second (the steps after the first without an evaluation), the whole run's
 wall time (process start to end: (a) and (b) include their warm start and three evaluations, (c) one evaluation and
-no warm start), where a step's seconds go, and each mode's final targets (``trainers.evaluate.TARGETS``), as mean +-
+no warm start), where a step's seconds go, and each mode's final targets (``trainers.summary.TARGETS``), as mean +-
 95% interval over seeds.
 
     python benchmarks/trl_peer.py --seeds 3                   # the measurement

@@ -29,7 +29,7 @@ from spiral_arena.agents.experts.tictactoe import move_scores
 from spiral_arena.analysis.read_policy import answer_text
 from spiral_arena.analysis.tictactoe import replayed
 from spiral_arena.models.policy import Policy
-from trainers.evaluate import tictactoe_metrics
+from trainers.readouts import tictactoe_metrics
 from trainers.sft import sft
 from trainers.tiny import create_tiny
 

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from spiral_arena.models.policy import Policy  # noqa: E402
 from spiral_arena.models.scoring import answer_scorer  # noqa: E402
-from trainers.evaluate import kuhn_metrics  # noqa: E402
+from trainers.readouts import kuhn_metrics  # noqa: E402
 
 ANSWERS = ["\\boxed{[bet]}", "\\boxed{[check]}"]
 OBSERVATION = "[GAME] Your card: J. Your turn. Legal actions: [check], [bet]."

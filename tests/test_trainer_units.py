@@ -392,7 +392,7 @@ def test_config_recipes_files_and_flags(tmp_path):
 def test_a_multi_round_run_says_its_exploitability_is_read_on_single_hands():
     from types import SimpleNamespace
 
-    from trainers.evaluate import eval_line, final_summary
+    from trainers.summary import eval_line, final_summary
 
     scores = {"eval/kuhn_exploitability": 0.3, "eval/KuhnPoker-v0/random/win": 0.6}
     config = SimpleNamespace(steps=4, eval_temperature=0.6, eval_games=2)
@@ -409,7 +409,7 @@ def test_the_final_table_shows_the_invalid_rate_the_target_checks():
     worse opponent's rate (1.2% beside a met 0.8% target), so the two disagreed on a passing run."""
     from types import SimpleNamespace
 
-    from trainers.evaluate import eval_line, final_summary
+    from trainers.summary import eval_line, final_summary
 
     game = "TicTacToe-v0:board=lines"
     scores = {f"eval/{game}/random/invalid": 0.004, f"eval/{game}/expert/invalid": 0.012}

@@ -9,7 +9,6 @@ file is wrong and how, and resumes from the previous complete checkpoint when th
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -22,7 +21,7 @@ import numpy as np
 import torch
 
 from spiral_arena.models import Sampling
-from spiral_arena.models.checkpoints import SETTINGS_FILE, files_problem, games_record
+from spiral_arena.models.checkpoints import SETTINGS_FILE, files_problem, write_record
 from spiral_arena.registry import GameSpec
 
 STATE_FILE = "trainer_state.pt"
@@ -62,27 +61,24 @@ def save(
         tmp / STATE_FILE,
     )
     config = extra.get("config", {})
-    settings = {
-        "step": step,
-        "kind": "spiral-arena checkpoint",
-        "prompt_template": config.get("prompt_template", "spiral"),
-        "obs_format": config.get("obs_format", ""),
-        "thinking": config.get("thinking", True),
-        # the games it trained on, each with every option and the format it read them in: whoever plays it
-        # shows it a match in that text (spiral_arena.models.checkpoints.Trained)
-        "games": games_record(
-            (GameSpec.parse(game), config.get("obs_format", "")) for game in config.get("games", "").split(",") if game
-        ),
-        "base_model": extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
+    obs_format = config.get("obs_format", "")
+    write_record(
+        tmp,
+        "spiral-arena checkpoint",
+        ((GameSpec.parse(game), obs_format) for game in config.get("games", "").split(",") if game),
+        config.get("prompt_template", "spiral"),
+        obs_format,
+        config.get("thinking", True),
+        step=step,
+        base_model=extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
         # a run cut by its time limit: whoever plays or ranks this checkpoint is told (``Trained.reading``)
         **({"stopped_early": extra["stopped_early"]} if extra.get("stopped_early") else {}),
         # how the run evaluated it: hf:/vllm:PATH play with these unless told otherwise, so a checkpoint
         # plays as well as the run's own evaluation said
-        "sampling": Sampling(
+        sampling=Sampling(
             config.get("eval_temperature", 1.0), config.get("top_p", 1.0), config.get("max_new_tokens", 256)
         ).as_dict(),
-    }
-    (tmp / SETTINGS_FILE).write_text(json.dumps(settings))
+    )
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final

@@ -1,10 +1,6 @@
-"""Evaluation with fixed seeds: match results against fixed opponents, and Kuhn exploitability.
-
-Exploitability is exact: the policy's probability of each legal answer at the 12 single-hand
-information states is read from its log-probs (normalised over the two legal actions; the mass
-on anything else is reported as ``kuhn_invalid_mass``), then scored by
-``spiral_arena.analysis.kuhn_exploitability``.
-"""
+"""Evaluation with fixed seeds, every ``eval_every`` steps: matches against the evaluation opponents through the
+shared in-flight runner, the policy's exact read-outs (``trainers.readouts``), Kuhn as it plays, and the
+reasoning subset (``spiral_arena.evals.training``). What the numbers say is ``trainers.summary``'s."""
 
 from __future__ import annotations
 
@@ -17,32 +13,22 @@ import numpy as np
 from spiral_arena import list_envs
 from spiral_arena.agents import make_agent
 from spiral_arena.analysis import (
-    kuhn_exploitability,
     kuhn_policy_from_samples,
-    kuhn_policy_from_scores,
-    leduc_exploitability,
-    leduc_policy_from_scores,
 )
-from spiral_arena.analysis.tictactoe import tactics_from_scores
 from spiral_arena.evals.metrics import benchmark_metrics
 from spiral_arena.models import Sampling
 from spiral_arena.models.policy import Policy
-from spiral_arena.models.scoring import answer_scorer
 from spiral_arena.play import Notes, play_games
 from spiral_arena.registry import GameSpec
 from trainers.config import TrainConfig
+from trainers.readouts import kuhn_metrics, leduc_metrics, tictactoe_metrics
 from trainers.rollout import GameResult, collect
+from trainers.summary import OUTCOMES, match_key
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")
 # what a training process says once of a checkpoint opponent (--opponent, --eval-opponents hf:PATH) that plays
 # rules it did not train on: one line on stderr, the first time, not at every evaluation
 NOTES = Notes()
-OUTCOMES = ("win", "draw", "loss", "invalid")
-
-
-def match_key(game: str, opponent: str, outcome: str) -> str:
-    """The metric of one evaluated match outcome: ``eval/GAME/OPPONENT/OUTCOME`` (the game with its options)."""
-    return f"eval/{game}/{opponent}/{outcome}"
 
 
 def eval_games(training_games: list[GameSpec], extra: str, out_of_domain: bool = True) -> list[GameSpec]:
@@ -56,7 +42,7 @@ def eval_games(training_games: list[GameSpec], extra: str, out_of_domain: bool =
     return training_games + [GameSpec.parse(g) for g in OUT_OF_DOMAIN if g in registered]
 
 
-class Learner:
+class TrainedSeat:
     """The policy under training as a seat of the shared runner (``spiral_arena.inflight``): every game
     holds a copy, and a wave's decisions of all copies go to the engine in one call, sampled with a seed
     drawn from the evaluation's own generator (so one evaluation seed gives the same games run to run)."""
@@ -69,11 +55,9 @@ class Learner:
         return self.policy
 
     @staticmethod
-    def act_together(agents: Sequence[Learner], observations: list[str]) -> list[str]:
+    def act_together(agents: Sequence[TrainedSeat], observations: list[str]) -> list[str]:
         me = agents[0]
-        prompts = me.policy.prompt_ids_batch(observations)
-        completions = me.policy.engine.generate(prompts, me.sampling, seed=int(me.rng.integers(2**31)))
-        return me.policy.decode_batch([c.token_ids for c in completions])
+        return me.policy.answer_batch(observations, me.sampling, int(me.rng.integers(2**31)))[2]
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         return self.act_together([self], [observation])[0]
@@ -115,7 +99,7 @@ def play_against(
         for name in opponents:
             rng = np.random.default_rng(seed)
             seeds = [int(s) for s in rng.integers(2**31, size=2 * n_games)]  # n_games in each seat
-            learner = Learner(policy, rng, generation["sampling"])
+            learner = TrainedSeat(policy, rng, generation["sampling"])
             seated = [learner, make_agent(name)]
             counts: dict[str, int] = defaultdict(int)
             for i, record in play_games(
@@ -226,44 +210,12 @@ def verdict_share(results: list[GameResult], verdict: str) -> float:
     return sum(v == verdict for v in verdicts) / max(1, len(verdicts))
 
 
-def kuhn_metrics(
-    model, policy: Policy, obs_format: str = "", temperature: float = 1.0, game: str = "KuhnPoker-v0"
-) -> dict[str, float]:
-    """Exact exploitability of the single-hand policy read off the model at temperature 1
-    (``eval/kuhn_exploitability``; ours: SPIRAL reports win rates only, no exploitability) and, when it
-    differs, at ``temperature``, the way the evaluation samples it (``eval/kuhn_exploitability_at_eval_t``,
-    what an ``hf:`` agent of the checkpoint plays and the leaderboard reads), on the text of ``game`` (the
-    Kuhn the run trains)."""
-    probs, invalid_mass = kuhn_policy_from_scores(answer_scorer(model, policy), obs_format, game)
-    out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
-    out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
-    if temperature != 1.0:
-        sampled, _ = kuhn_policy_from_scores(answer_scorer(model, policy, temperature), obs_format, game)
-        out["eval/kuhn_exploitability_at_eval_t"] = kuhn_exploitability(sampled)
-    return out
-
-
-def leduc_metrics(
-    model, policy: Policy, obs_format: str = "", temperature: float = 1.0, game: str = "LeducHoldem-v0"
-) -> dict[str, float]:
-    """Exact exploitability of the Leduc Hold'em policy read off the model at its 288 rank information
-    states, at temperature 1 (``eval/leduc_exploitability``) and, when it differs, at ``temperature``
-    (``eval/leduc_exploitability_at_eval_t``, what an ``hf:`` agent of the checkpoint plays and the
-    leaderboard reads), on the text of ``game`` (the Leduc the run trains). Uniform play: 2.37 chips a hand."""
-    probs, invalid_mass = leduc_policy_from_scores(answer_scorer(model, policy), obs_format, game)
-    out = {"eval/leduc_exploitability": leduc_exploitability(probs), "eval/leduc_invalid_mass": invalid_mass}
-    if temperature != 1.0:
-        sampled, _ = leduc_policy_from_scores(answer_scorer(model, policy, temperature), obs_format, game)
-        out["eval/leduc_exploitability_at_eval_t"] = leduc_exploitability(sampled)
-    return out
-
-
 def played_kuhn_metrics(policy: Policy, config: TrainConfig, game: str) -> dict[str, float]:
     """Kuhn exploitability of the policy as it plays: ``eval_kuhn_samples`` answers sampled at each
     information state the way the evaluation samples (its own seeded generator), parsed as the env does."""
-    learner = Learner(policy, np.random.default_rng(54321), config.eval_sampling)
+    learner = TrainedSeat(policy, np.random.default_rng(54321), config.eval_sampling)
     played = kuhn_policy_from_samples(
-        lambda observations: Learner.act_together([learner], observations),
+        lambda observations: TrainedSeat.act_together([learner], observations),
         config.obs_format,
         game,
         config.eval_kuhn_samples,
@@ -273,145 +225,6 @@ def played_kuhn_metrics(policy: Policy, config: TrainConfig, game: str) -> dict[
         "eval/kuhn_exploitability_played_se": played.standard_error,
         "eval/kuhn_played_invalid": played.invalid,
     }
-
-
-def tictactoe_metrics(
-    model, policy: Policy, obs_format: str = "", temperature: float = 1.0, game: str = "TicTacToe-v0"
-) -> dict[str, float]:
-    """Whether the policy reads the board: the probability that it takes an available win, and that it
-    blocks the opponent's single threat, exactly over every position where one applies, sampled as the
-    evaluation samples (``temperature``), on the text of ``game`` (its board layout); plus the probability
-    mass it puts on invalid answers there."""
-    tactics = tactics_from_scores(answer_scorer(model, policy, temperature), obs_format, game=game)
-    return {f"eval/ttt_{name}": tactics[name] for name in ("takes_win", "blocks", "invalid_mass")}
-
-
-# The tiny recipe's targets, as the README states them: (metric, at most or at least, threshold, name). The
-# negotiation ones are halfway from random to the expert (docs/results/learning.md; 1,000 games per seat):
-# against random, the expert wins 82.5% and random 9.8%; against the expert, random wins or draws 17.5%.
-TARGETS = (
-    ("kuhn_exploitability", "max", 0.20, "Kuhn single-hand exploitability <= 0.20"),
-    ("tictactoe_vs_random", "min", 0.85, "TicTacToe win-or-draw vs random >= 0.85"),
-    ("negotiation_wins_vs_random", "min", 0.46, "SimpleNegotiation wins vs random >= 0.46"),
-    ("negotiation_vs_expert", "min", 0.59, "SimpleNegotiation win-or-draw vs expert >= 0.59"),
-    ("invalid", "max", 0.01, "invalid answers <= 1% in every game"),
-)
-
-
-def match_table(scores: dict[str, float]) -> dict[str, dict[str, dict[str, float]]]:
-    """``match_key`` numbers as {game: {opponent: {outcome: rate}}}, in order of appearance; games keep
-    their options (``KuhnPoker-v0:rounds=1``). The one reader of those keys (plots, summaries, benchmarks)."""
-    table: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
-    for key, value in scores.items():
-        parts = key.removeprefix("eval/").rsplit("/", 2)
-        if key.startswith("eval/") and len(parts) == 3 and parts[2] in OUTCOMES:
-            game, opponent, outcome = parts
-            table[game][opponent][outcome] = value
-    return table
-
-
-def headline(scores: dict[str, float], trained: list[str]) -> dict[str, float]:
-    """The numbers the targets read: exploitability, TicTacToe win-or-draw vs random, SimpleNegotiation wins
-    vs random (a draw is a deal not made, not a result) and win-or-draw vs the expert, and the invalid rate of
-    the worst trained game (each game's over its matches against every opponent)."""
-    table = match_table(scores)
-    out = {}
-    if "eval/kuhn_exploitability" in scores:
-        out["kuhn_exploitability"] = scores["eval/kuhn_exploitability"]
-    for game, rows in table.items():
-        env_id = GameSpec.parse(game).env_id
-        if env_id == "TicTacToe-v0" and "random" in rows:
-            out["tictactoe_vs_random"] = rows["random"].get("win", 0.0) + rows["random"].get("draw", 0.0)
-        if env_id == "SimpleNegotiation-v0" and "random" in rows:
-            out["negotiation_wins_vs_random"] = rows["random"].get("win", 0.0)
-        if env_id == "SimpleNegotiation-v0" and "expert" in rows:
-            out["negotiation_vs_expert"] = rows["expert"].get("win", 0.0) + rows["expert"].get("draw", 0.0)
-    rates = [invalid_rate(table[g]) for g in trained if g in table]
-    if known := [rate for rate in rates if rate is not None]:
-        out["invalid"] = max(known)
-    return out
-
-
-def invalid_rate(rows: dict[str, dict[str, float]]) -> float | None:
-    """A game's share of games ended by the policy's invalid answer, over its matches against every opponent
-    (equal games each): the invalid target's measure, and what the eval line and final table show."""
-    rates = [r["invalid"] for r in rows.values() if "invalid" in r]
-    return sum(rates) / len(rates) if rates else None
-
-
-def eval_line(step: int, scores: dict[str, float], trained: list[str]) -> str:
-    """One quiet line per evaluation: exploitability, then win/draw/loss of each trained game per
-    opponent (the out-of-domain games are in metrics.jsonl and the final summary)."""
-    parts = []
-    if "eval/kuhn_exploitability" in scores:
-        rounds = int(scores.get("eval/kuhn_trained_rounds", 1))
-        of_run = "" if rounds == 1 else f" (single-hand read-out; this run plays {rounds}-round Kuhn)"
-        parts.append(f"Kuhn exploitability {scores['eval/kuhn_exploitability']:.3f}{of_run}")
-    if "eval/leduc_exploitability" in scores:
-        parts.append(f"Leduc exploitability {scores['eval/leduc_exploitability']:.3f}")
-    for game, rows in match_table(scores).items():
-        if game not in trained and "solo" not in rows:  # held-out secrets count, other games wait for the end
-            continue
-        shown = ", ".join(f"{o} {_wdl(r)}" for o, r in rows.items())
-        invalid = invalid_rate(rows)
-        parts.append(f"{game.split('-v')[0]} W/D/L {shown}" + (f" (invalid {invalid:.0%})" if invalid else ""))
-    return f"step {step:>4} eval: " + " | ".join(parts)
-
-
-def _wdl(rates: dict[str, float]) -> str:
-    """Win, draw and loss rates as ``0.62/0.30/0.08`` (a draw in SimpleNegotiation is a deal not made)."""
-    return "/".join(f"{rates.get(outcome, 0.0):.2f}" for outcome in ("win", "draw", "loss"))
-
-
-def final_summary(scores: dict[str, Any], step: int, seconds: float, config: Any, trained: list[str]) -> str:
-    """The closing table: win, draw and loss per game and opponent (``trained``: the training games'
-    labels; others are out-of-domain or held out), exploitability, invalid rate, time, and which README
-    targets (tiny recipe) are met."""
-    table = match_table(scores)
-    opponents = list(dict.fromkeys(o for rows in table.values() for o in rows))
-    width = max([len(g) for g in table] + [len("game")]) + len(" (held-out secrets)")
-    early = f", stopped by the time limit before step {config.steps}" if step < config.steps else ""
-    lines = [
-        f"\nFinal evaluation at step {scores.get('step', step)} ({seconds / 60:.1f} min of training{early}; "
-        f"temperature {config.eval_temperature:g}, {config.eval_games} games per seat and opponent):"
-    ]
-    if table:
-        lines.append(f"  {'game':<{width}}" + "".join(f"  {'W/D/L vs ' + o:>22}" for o in opponents) + "  invalid")
-        for game, rows in table.items():
-            held_out = "(held-out secrets)" if "solo" in rows else "(out-of-domain)"
-            name = game if game in trained else f"{game} {held_out}"
-            cells = "".join(f"  {_wdl(rows[o]) if o in rows else '-':>22}" for o in opponents)
-            invalid = invalid_rate(rows) or 0.0
-            lines.append(f"  {name:<{width}}{cells}  {invalid:>6.1%}")
-    numbers = headline(scores, trained)
-    if "kuhn_exploitability" in numbers:
-        sampled = scores.get("eval/kuhn_exploitability_at_eval_t")
-        at_t = "" if sampled is None else f"; {sampled:.3f} at the evaluation temperature {config.eval_temperature:g}"
-        rounds = int(scores.get("eval/kuhn_trained_rounds", 1))
-        of_run = "" if rounds == 1 else f", read on single hands although this run plays {rounds}-round Kuhn"
-        played = scores.get("eval/kuhn_exploitability_played")
-        as_played = (
-            ""
-            if played is None
-            else f"; as played, from {config.eval_kuhn_samples} sampled answers a state, {played:.3f} "
-            f"(standard error {scores['eval/kuhn_exploitability_played_se']:.3f})"
-        )
-        lines.append(
-            f"  Kuhn single-hand exploitability {numbers['kuhn_exploitability']:.3f} at temperature 1{at_t}"
-            f"{as_played} (Nash 0; any card-blind policy 1/3; uniform random 11/24{of_run})"
-        )
-    checked = []
-    for key, kind, limit, name in TARGETS:
-        if key in numbers:
-            value = numbers[key]
-            met = value <= limit if kind == "max" else value >= limit
-            shown = f"{value:.1%}" if key == "invalid" else f"{value:.3f}"
-            checked.append(f"{name}: {shown} {'met' if met else 'NOT met'}")
-    if checked:
-        lines.append("  README targets (tiny recipe): " + "; ".join(checked))
-    if not table and not numbers:
-        lines.append("  (no evaluation numbers: eval_opponents is empty and Kuhn is not trained)")
-    return "\n".join(lines)
 
 
 def evaluate(model, policy: Policy, config: TrainConfig, specs, play: bool = True) -> dict[str, float]:

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from spiral_arena.analysis.tictactoe import uniform_tactics
-from trainers.evaluate import match_key, match_table
+from trainers.summary import match_key, match_table
 
 Row = dict[str, Any]
 
@@ -202,7 +202,7 @@ def _shared_legend(fig: Figure, axes: list[Axes]) -> None:
 def _draw_game(ax: Axes, rows: list[Row], game: str, opponents: list[str], colours: dict, second: str) -> None:
     """Win or draw (solid) against each opponent, with its ``second`` outcome: "loss" (dashed) or
     "invalid" (dotted). In the negotiation a draw is a deal not made, so its wins (dash-dot) are drawn too:
-    wins against ``random`` are its target (``trainers.evaluate.TARGETS``)."""
+    wins against ``random`` are its target (``trainers.summary.TARGETS``)."""
     deals = game.split(":")[0] == "SimpleNegotiation-v0"
     for i, opponent in enumerate(opponents):
         style = {"color": colours[opponent], "linewidth": max(1.0, 2.4 - 0.8 * i)}  # thinner over thicker

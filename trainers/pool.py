@@ -56,6 +56,4 @@ class OpponentPool:
         if self.loaded is not snapshot:
             self.spare.load_state_dict(snapshot.weights)
             self.loaded = snapshot
-        prompts = self.policy.prompt_ids_batch(observations)
-        completions = self.engine.generate(prompts, self.sampling, seed=int(self.rng.integers(2**31)))
-        return self.policy.decode_batch([c.token_ids for c in completions])
+        return self.policy.answer_batch(observations, self.sampling, int(self.rng.integers(2**31)), self.engine)[2]

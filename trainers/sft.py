@@ -20,7 +20,7 @@ from spiral_arena.agents import make_agent
 from spiral_arena.agents.experts.twenty_questions import candidates
 from spiral_arena.analysis.read_policy import answer_text
 from spiral_arena.models import loading
-from spiral_arena.models.checkpoints import SETTINGS_FILE, games_record
+from spiral_arena.models.checkpoints import write_record
 from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
@@ -195,20 +195,11 @@ def run_sft(
     final = output_dir / "model"
     net.save_pretrained(final)
     tokenizer.save_pretrained(final)
-    (final / SETTINGS_FILE).write_text(
-        json.dumps(
-            {
-                "kind": "spiral-arena sft",
-                "prompt_template": prompt_template,
-                "obs_format": "",
-                "thinking": True,
-                # the games of its records, as each was read (records written before they said their
-                # observation format count as the game's default)
-                "games": games_record((GameSpec.parse(game), form) for game, form in read_games),
-                "loss_first": losses[0],
-                "loss_last": losses[-1],
-            }
-        )
+    # the games of its records, as each was read (records written before they said their observation format
+    # count as the game's default)
+    games = ((GameSpec.parse(game), form) for game, form in read_games)
+    write_record(
+        final, "spiral-arena sft", games, prompt_template, "", True, loss_first=losses[0], loss_last=losses[-1]
     )
     return final
 

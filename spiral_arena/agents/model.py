@@ -125,6 +125,4 @@ class ModelAgent(BaseAgent):
         if any(agent.policy.engine is not first.policy.engine for agent in agents):
             raise ValueError("act_together answers for copies of one loaded model only")
         seeds = [int(first.torch.randint(DRAW_LIMIT, (), generator=agent.generator)) for agent in agents]
-        prompts = first.policy.prompt_ids_batch([first.shown(o) for o in observations])
-        completions = first.policy.engine.generate(prompts, first.sampling, seeds)
-        return first.policy.decode_batch([c.token_ids for c in completions])
+        return first.policy.answer_batch([first.shown(o) for o in observations], first.sampling, seeds)[2]

@@ -6,9 +6,10 @@ the very prompt it was trained with."""
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
 from spiral_arena.games.twenty_questions import TwentyQuestions
-from spiral_arena.models import Engine
+from spiral_arena.models import Completion, Engine, Sampling
 from spiral_arena.models.prompting import questioner_messages, single_turn_prompt, stop_token_ids
 from spiral_arena.wordlists import questioner_prompts
 
@@ -86,6 +87,16 @@ class Policy:
             self._known_tokens += sum(len(ids) for ids in encoded)
             known.update(zip(new, encoded, strict=True))
         return [known[t].tolist() for t in texts]
+
+    def answer_batch(
+        self, observations: list[str], sampling: Sampling, seed: int | Sequence[int], engine: Engine | None = None
+    ) -> tuple[list[list[int]], list[Completion], list[str]]:
+        """The replies to ``observations`` in one generation call: the prompts' token ids, the completions
+        (token ids, log-probs) and their texts. ``engine``: another engine over this tokenizer (a frozen
+        snapshot's), else the policy's own; ``seed`` as ``Engine.generate`` takes it."""
+        prompts = self.prompt_ids_batch(observations)
+        completions = (engine or self.engine).generate(prompts, sampling, seed)
+        return prompts, completions, self.decode_batch([c.token_ids for c in completions])
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
