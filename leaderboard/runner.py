@@ -53,7 +53,7 @@ STOP_GRACE_S = 5.0  # how long a worker told to terminate may take before it is 
 INTERRUPTED = "interrupted: the games finished so far are stored; run the same command again to play the rest"
 
 
-def agent_seed(game_seed: int, seat: int, own_seed: int) -> int:
+def entrant_seed(game_seed: int, seat: int, own_seed: int) -> int:
     """The seed an agent is reset with for one game. It depends on the seat, not on the agent, so two
     copies of one agent replay each other's moves when the seats swap: duplicate games cancel exactly."""
     return int(np.random.SeedSequence([game_seed, seat, own_seed]).generate_state(1)[0])
@@ -63,7 +63,7 @@ def _env_version(env_id: str) -> str:
     return GameSpec.parse(env_id).env_id.rpartition("-")[2]
 
 
-def play_game(
+def job_game(
     env: TextGameEnv, job: Job, entrants: Sequence[Entrant]
 ) -> Generator[tuple[int, str, dict[str, Any]], str, store.GameRow]:
     """One game of ``job`` (``entrants`` give the seats' labels), as a coroutine: it yields each decision
@@ -273,9 +273,9 @@ class Player:
         if broken:
             row = _unbuilt(env, job, entrants, broken[0], agents[broken[0]])
             return _Game(_over(row), [], job=job, env=env, kind=kind)
-        seeds = [agent_seed(job.seed, seat, entrant.seed) for seat, entrant in enumerate(entrants)]
+        seeds = [entrant_seed(job.seed, seat, entrant.seed) for seat, entrant in enumerate(entrants)]
         own = [own_copy(agent, seed) for agent, seed in zip(agents, seeds, strict=True)]
-        return _Game(play_game(env, job, entrants), own, job=job, env=env, kind=kind)
+        return _Game(job_game(env, job, entrants), own, job=job, env=env, kind=kind)
 
 
 def _unbuilt(env: TextGameEnv, job: Job, entrants: Sequence[Entrant], seat: int, exc: Exception) -> store.GameRow:

@@ -476,16 +476,14 @@ def _read(path: Path, immutable: bool) -> tuple[sqlite3.Connection, int]:
         raise
 
 
-@dataclass
-class GameRow:
-    """Everything stored about one game. Rewards are None for games ended by an agent's error."""
+@dataclass(frozen=True)
+class StoredGame:
+    """What the standings read of a stored game (no transcript). Rewards are None for games ended by an
+    agent's error."""
 
     env_id: str
-    env_version: str
     player0: str
     player1: str
-    spec0: str
-    spec1: str
     seed: int
     reward0: float | None
     reward1: float | None
@@ -493,15 +491,9 @@ class GameRow:
     payoff1: float | None
     invalid0: bool
     invalid1: bool
-    invalid_reason: str | None
     error: str | None
     error_seat: int | None
-    transcript: str  # JSON: {"moves": [[seat, text], ...], "end": final message}
-    steps: int
-    duration_s: float
-    started_at: str
-    finished_at: str
-    package_version: str
+    steps: int = 0  # defaults for games written by hand (tests, synthetic benchmarks)
     success: bool | None = None  # single-player games: the env's outcome named the player the winner
     # per seat, what its API requests cost (``_add_usage``); None for scripted and hf: seats
     prompt_tokens0: int | None = None
@@ -516,6 +508,21 @@ class GameRow:
     @property
     def key(self) -> tuple[str, str, str, int]:
         return (self.env_id, self.player0, self.player1, self.seed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GameRow(StoredGame):
+    """Everything stored about one game: the standings' columns, and what a game's page and a re-run read."""
+
+    env_version: str
+    spec0: str
+    spec1: str
+    invalid_reason: str | None
+    transcript: str  # JSON: {"moves": [[seat, text], ...], "end": final message}
+    duration_s: float
+    started_at: str
+    finished_at: str
+    package_version: str
 
 
 _COLUMNS = tuple(f.name for f in fields(GameRow))
@@ -678,34 +685,6 @@ def record_agent(
                 None if leduc is None else leduc.exploitability,
             ),
         )
-
-
-@dataclass(frozen=True)
-class StoredGame:
-    """The columns the standings need (no transcript)."""
-
-    env_id: str
-    player0: str
-    player1: str
-    seed: int
-    reward0: float | None
-    reward1: float | None
-    payoff0: float | None
-    payoff1: float | None
-    invalid0: bool
-    invalid1: bool
-    error: str | None
-    error_seat: int | None
-    steps: int = 0  # defaults for games written by hand (tests, synthetic benchmarks)
-    success: bool | None = None
-    prompt_tokens0: int | None = None
-    prompt_tokens1: int | None = None
-    completion_tokens0: int | None = None
-    completion_tokens1: int | None = None
-    api_moves0: int | None = None
-    api_moves1: int | None = None
-    latency_s0: float | None = None
-    latency_s1: float | None = None
 
 
 @_reads

@@ -170,10 +170,10 @@ def test_an_agent_of_the_checkpoint_refuses_its_record_before_loading_the_model(
     """``serve --agent``, ``eval`` and any code that builds the agent itself, without a command's checks first."""
     from spiral_arena.agents import hf
 
-    def load_model(*args: Any) -> None:
+    def playing_model(*args: Any) -> None:
         raise AssertionError("the model loaded before its record was checked")
 
-    monkeypatch.setattr(hf, "load_model", load_model)
+    monkeypatch.setattr(hf, "playing_model", playing_model)
     path = checkpoint(tiny, tmp_path / "ck", sampling={"max_new_tokens": 10**7})
     with pytest.raises(ValueError, match=r"spiral_arena\.json: sampling\.max_new_tokens holds 10000000; valid: "):
         hf.HFAgent(str(path))

@@ -349,8 +349,9 @@ def test_a_version_3_database_shows_read_only_and_migrates_to_null_usage(tmp_pat
     assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 7
     (old,) = stored_rows(db)
     assert all(old[c] is None for c in store.USAGE_COLUMNS)  # unknown, not 0
-    fresh = store.GameRow(**{k: v for k, v in old.items() if k in store.GameRow.__dataclass_fields__})
-    fresh.seed, fresh.prompt_tokens0, fresh.completion_tokens0, fresh.api_moves0, fresh.latency_s0 = 1, 120, 21, 3, 0.5
+    columns = {k: v for k, v in old.items() if k in store.GameRow.__dataclass_fields__}
+    usage = {"prompt_tokens0": 120, "completion_tokens0": 21, "api_moves0": 3, "latency_s0": 0.5}
+    fresh = store.GameRow(**{**columns, "seed": 1, **usage})
     assert store.insert_game(conn, fresh)
     conn.close()
     reader = store.open_readonly(db)

@@ -4,6 +4,7 @@ stored in the database (schema v5), put on that game's standings row only, and s
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import html
 import json
@@ -128,7 +129,7 @@ def test_a_single_player_games_row_carries_its_note_too(tmp_path):
     conn = store.connect(tmp_path / "lb.sqlite")
     for seed in range(2):
         row = game_row(TWENTY, CHECKPOINT, store.NO_PLAYER, seed)
-        row.spec1, row.reward1, row.payoff1, row.success = store.NO_PLAYER, None, None, seed == 0
+        row = dataclasses.replace(row, spec1=store.NO_PLAYER, reward1=None, payoff1=None, success=seed == 0)
         store.insert_game(conn, row)
     store.record_notes(conn, {(CHECKPOINT, TWENTY): f"{CHECKPOINT} was never trained on Twenty Questions"})
     conn.close()

@@ -54,8 +54,10 @@ def write_db(path, games, specs):
         for g in games:
             now = store.now()
             row = store.GameRow(
-                g.env_id, "test", g.player0, g.player1, specs[g.player0], specs[g.player1], g.seed, g.reward0,
-                g.reward1, None, None, False, False, None, None, None, "{}", 5, 0.0, now, now, "test",
+                env_id=g.env_id, env_version="test", player0=g.player0, player1=g.player1, spec0=specs[g.player0],
+                spec1=specs[g.player1], seed=g.seed, reward0=g.reward0, reward1=g.reward1, payoff0=None, payoff1=None,
+                invalid0=False, invalid1=False, invalid_reason=None, error=None, error_seat=None, transcript="{}",
+                steps=5, duration_s=0.0, started_at=now, finished_at=now, package_version="test",
             )  # fmt: skip
             assert store.insert_game(conn, row)
         for label, spec in specs.items():

@@ -37,7 +37,7 @@ class HFAgent(ModelAgent):
             raise ImportError("hf: agents need the train extra: pip install 'spiral-arena[train]'") from error
         self.spec = f"hf:{path}"
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.model, tokenizer = load_model(path, self.device)
+        self.model, tokenizer = playing_model(path, self.device)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         # every token that ends a turn, the chat template's end of turn first: chat models end a
@@ -72,7 +72,7 @@ class HFAgent(ModelAgent):
         return leduc_policy_from_scores(score, obs_format, leduc.canonical)[0]
 
 
-def load_model(path: str, device: str) -> tuple[Any, Any]:
+def playing_model(path: str, device: str) -> tuple[Any, Any]:
     """(model in eval mode on ``device``, tokenizer) of a model directory or checkpoint (a LoRA one merged);
     bf16 on CUDA, fp32 elsewhere."""
     import torch

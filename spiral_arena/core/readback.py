@@ -38,12 +38,12 @@ class PositionUnreadable(ValueError):
         self.missing = missing
 
 
-class Turn(NamedTuple):
+class TurnMessage(NamedTuple):
     action_line: str  # "Legal actions: [a], [b]." or a free-text game's action format
     message: str  # the position, as the game's turn_message wrote it
 
 
-def latest_turn(observation: str) -> Turn | None:
+def latest_turn(observation: str) -> TurnMessage | None:
     """The latest ``[GAME] Your turn.`` message of an observation in any format, or None.
 
     The message ends at the next message break: with ``invalid_move="retry"`` an ``Invalid move``
@@ -56,7 +56,7 @@ def latest_turn(observation: str) -> Turn | None:
     text = observation[start + len(TURN_HEADER) :]
     text = text.split(MESSAGE_BREAK, 1)[0]
     action_line, _, message = text.partition("\n")
-    return Turn(action_line, message)
+    return TurnMessage(action_line, message)
 
 
 def transcript(observation: str) -> list[str]:

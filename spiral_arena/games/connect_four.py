@@ -20,11 +20,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
 from spiral_arena.core.actions import InvalidMove, choose
-from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
+from spiral_arena.core.game import TERMINAL, Message, winner_returns
 from spiral_arena.core.readback import PositionUnreadable, latest_turn
+from spiral_arena.games.marks import MarkGame
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -161,23 +160,13 @@ On your turn, name the column in square brackets, for example [3]. Choosing a fu
 that is not a column number is an invalid move and loses the game."""
 
 
-class ConnectFour(TextGame):
+class ConnectFour(MarkGame):
     name = "ConnectFour"
     description = "Connect Four on 6 rows x 7 columns; drop into columns 0-6; four in a line wins (no chance)."
-    default_obs_format = "first_last"
-    has_chance = False
-    text_options = {"board": BOARDS}
-
-    def __init__(self, board: str = "grid") -> None:
-        if board not in BOARDS:
-            raise ValueError(f"board must be one of {BOARDS}, got {board!r}")
-        self.layout = board
-
-    def new_state(self, rng: np.random.Generator | None) -> ConnectFourState:
-        return ConnectFourState()
-
-    def prompt(self, player: int) -> str:
-        return PROMPT.format(me=player, mark=MARKS[player], other=1 - player, other_mark=MARKS[1 - player])
+    state_class = ConnectFourState
+    MARKS, BOARDS, PROMPT = MARKS, BOARDS, PROMPT  # the module's facts, as MarkGame reads them
+    DRAWN = "The board is full with no four in a line: a draw."
+    WON = "Player {player} made four in a line and wins."
 
     def render(self, state: ConnectFourState) -> str:
         board = state.board
@@ -242,9 +231,3 @@ class ConnectFour(TextGame):
 
     def move_messages(self, state: ConnectFourState, player: int, column: int) -> list[Message]:
         return [(None, f"Player {player} dropped '{MARKS[player]}' into column {column}.")]
-
-    def outcome_reason(self, state: ConnectFourState) -> str:
-        final = f"Final board:\n{self.render(state)}\n"
-        if state.winner is None:
-            return final + "The board is full with no four in a line: a draw."
-        return final + f"Player {state.winner} made four in a line and wins."

@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
 from spiral_arena.core.actions import choose
-from spiral_arena.core.game import TERMINAL, Message, TextGame, winner_returns
+from spiral_arena.core.game import TERMINAL, Message, winner_returns
 from spiral_arena.core.readback import PositionUnreadable, latest_turn
+from spiral_arena.games.marks import MarkGame
 
 # ---- rules ------------------------------------------------------------------------------
 
@@ -116,23 +115,13 @@ On your turn, name the cell in square brackets, for example [4]. Choosing an occ
 anything that is not a cell number is an invalid move and loses the game."""
 
 
-class TicTacToe(TextGame):
+class TicTacToe(MarkGame):
     name = "TicTacToe"
     description = "Tic-Tac-Toe on a 3x3 board; cells 0-8; three in a row wins (no chance)."
-    default_obs_format = "first_last"
-    has_chance = False
-    text_options = {"board": BOARDS}
-
-    def __init__(self, board: str = "grid") -> None:
-        if board not in BOARDS:
-            raise ValueError(f"board must be one of {BOARDS}, got {board!r}")
-        self.layout = board
-
-    def new_state(self, rng: np.random.Generator | None) -> TicTacToeState:
-        return TicTacToeState()
-
-    def prompt(self, player: int) -> str:
-        return PROMPT.format(me=player, mark=MARKS[player], other=1 - player, other_mark=MARKS[1 - player])
+    state_class = TicTacToeState
+    MARKS, BOARDS, PROMPT = MARKS, BOARDS, PROMPT  # the module's facts, as MarkGame reads them
+    DRAWN = "The board is full with no line: a draw."
+    WON = "Player {player} completed a line and wins."
 
     def render(self, state: TicTacToeState) -> str:
         return _BOARD % tuple(map(dict.__getitem__, _CELL_SHOWS, state.board))
@@ -186,9 +175,3 @@ class TicTacToe(TextGame):
 
     def move_messages(self, state: TicTacToeState, player: int, cell: int) -> list[Message]:
         return [(None, f"Player {player} placed '{MARKS[player]}' on cell {cell}.")]
-
-    def outcome_reason(self, state: TicTacToeState) -> str:
-        final = f"Final board:\n{self.render(state)}\n"
-        if state.winner is None:
-            return final + "The board is full with no line: a draw."
-        return final + f"Player {state.winner} completed a line and wins."

@@ -144,7 +144,9 @@ def repeat_key(question: str) -> str:
 
 
 @dataclass(frozen=True)
-class Turn:
+class Asked:
+    """One question of the game and the verdict it got."""
+
     question: str
     verdict: str  # yes, no, win, invalid, repeated or error
     penalty: float  # the turn's own reward (invalid / repeated), before end-of-game terms
@@ -170,7 +172,7 @@ class TwentyQuestionsState:
         self.oracle = oracle
         self.max_questions = max_questions
         self.reward = REWARD_CONFIGS[reward]
-        self.turns: list[Turn] = []
+        self.turns: list[Asked] = []
         self.won = False
         self.current_player = 0
         self._answered: dict[str, str] = {}  # repeat key -> the question as first asked
@@ -201,16 +203,16 @@ class TwentyQuestionsState:
                 reply = self.oracle.answer(self.secret, self.answered_questions, question)
             except OracleError as error:
                 log.warning("Twenty Questions: %s had no answer: %s", self.oracle.name, error.reason)
-                turn = Turn(question, "error", 0.0, detail=JUDGE_ERROR)
+                turn = Asked(question, "error", 0.0, detail=JUDGE_ERROR)
             else:
-                turn = Turn(question, reply.answer, 0.0, understood=reply.understood)
+                turn = Asked(question, reply.answer, 0.0, understood=reply.understood)
                 self._answered[repeat_key(question)] = question
         self.won = turn.verdict == "win"
         self.turns.append(turn)
         if self.won or not self.questions_left:
             self.current_player = TERMINAL
 
-    def rule_verdict(self, question: str) -> Turn | None:
+    def rule_verdict(self, question: str) -> Asked | None:
         """The turn the game's own rules decide (invalid, repeated or a win), or None when the
         question goes to the oracle."""
         cfg = self.reward
@@ -221,11 +223,11 @@ class TwentyQuestionsState:
                 shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
                 problem = f"it names {len(named)} of the game's nouns ({shown}); name one at a time"
         if problem is not None:
-            return Turn(question, "invalid", cfg.invalid, detail=problem)
+            return Asked(question, "invalid", cfg.invalid, detail=problem)
         if repeat_key(question) in self._answered:
-            return Turn(question, "repeated", cfg.repeated)
+            return Asked(question, "repeated", cfg.repeated)
         if names_secret(question, self.secret):
-            return Turn(question, "win", 0.0)
+            return Asked(question, "win", 0.0)
         return None
 
     def is_terminal(self) -> bool:

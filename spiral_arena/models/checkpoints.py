@@ -256,6 +256,31 @@ def games_record(games: Iterable[tuple[GameSpec, str]]) -> list[dict[str, str]]:
     return record
 
 
+def write_record(
+    directory: str | Path,
+    kind: str,
+    games: Iterable[tuple[GameSpec, str]],
+    prompt_template: str,
+    obs_format: str,
+    thinking: bool,
+    **fields: Any,
+) -> None:
+    """Write the record of a checkpoint the project trained (``SETTINGS_FILE``), the one file its readers
+    (``read_settings``, ``Trained``) read: its kind, how it reads a game (prompt template, observation format,
+    thinking), the games it trained on (``games_record``), then ``fields`` (its step, base model, sampling...)."""
+    record = {
+        "kind": kind,
+        "prompt_template": prompt_template,
+        "obs_format": obs_format,
+        "thinking": thinking,
+        # each game with every option and the format it read them in: whoever plays it shows it a match in
+        # that text (``Trained.reading``)
+        "games": games_record(games),
+        **fields,
+    }
+    (Path(directory) / SETTINGS_FILE).write_text(json.dumps(record))
+
+
 @dataclass(frozen=True)
 class Reading:
     """How one player reads a match: ``text``, what its seat is shown (``registry.SeatText``: text options

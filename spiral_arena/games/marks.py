@@ -1,0 +1,43 @@
+"""What the two games of marks on a board share (TicTacToe, Connect Four): two players, no chance, a board
+layout chosen by the ``board`` option, a rules prompt naming each player's mark, and the final board with
+the verdict at the end. Each game declares its facts as data (``MARKS``, ``BOARDS``, ``PROMPT``, ``DRAWN``,
+``WON``) and keeps its own rules and texts."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from spiral_arena.core.game import TextGame
+
+
+class MarkGame(TextGame):
+    default_obs_format = "first_last"
+    has_chance = False
+    MARKS: ClassVar[tuple[str, str]]  # player 0's mark, player 1's
+    BOARDS: ClassVar[tuple[str, ...]]  # the layouts of the turn message, the first the default
+    PROMPT: ClassVar[str]  # the rules, with {me}, {mark}, {other} and {other_mark}
+    DRAWN: ClassVar[str]  # the verdict of a full board without a winner
+    WON: ClassVar[str]  # the verdict of a win, with {player}
+    state_class: ClassVar[type]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.text_options = {"board": cls.BOARDS}
+
+    def __init__(self, board: str = "grid") -> None:
+        if board not in self.BOARDS:
+            raise ValueError(f"board must be one of {self.BOARDS}, got {board!r}")
+        self.layout = board
+
+    def new_state(self, rng: np.random.Generator | None) -> Any:
+        return self.state_class()
+
+    def prompt(self, player: int) -> str:
+        marks = self.MARKS
+        return self.PROMPT.format(me=player, mark=marks[player], other=1 - player, other_mark=marks[1 - player])
+
+    def outcome_reason(self, state: Any) -> str:
+        verdict = self.DRAWN if state.winner is None else self.WON.format(player=state.winner)
+        return f"Final board:\n{self.render(state)}\n{verdict}"
