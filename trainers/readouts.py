@@ -24,13 +24,11 @@ def kuhn_metrics(
     differs, at ``temperature``, the way the evaluation samples it (``eval/kuhn_exploitability_at_eval_t``,
     what an ``hf:`` agent of the checkpoint plays and the leaderboard reads), on the text of ``game`` (the
     Kuhn the run trains)."""
-    probs, invalid_mass = kuhn_policy_from_scores(answer_scorer(model, policy), obs_format, game)
-    out = {"eval/kuhn_exploitability": kuhn_exploitability(probs), "eval/kuhn_invalid_mass": invalid_mass}
-    out.update({f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()})
-    if temperature != 1.0:
-        sampled, _ = kuhn_policy_from_scores(answer_scorer(model, policy, temperature), obs_format, game)
-        out["eval/kuhn_exploitability_at_eval_t"] = kuhn_exploitability(sampled)
-    return out
+    def p_bet(probs: dict[str, float]) -> dict[str, float]:
+        return {f"eval/kuhn_p_bet/{k}": v for k, v in probs.items()}
+
+    read = (kuhn_policy_from_scores, kuhn_exploitability)
+    return exact_metrics("kuhn", read, model, policy, obs_format, temperature, game, p_bet)
 
 
 def leduc_metrics(
@@ -40,11 +38,23 @@ def leduc_metrics(
     states, at temperature 1 (``eval/leduc_exploitability``) and, when it differs, at ``temperature``
     (``eval/leduc_exploitability_at_eval_t``, what an ``hf:`` agent of the checkpoint plays and the
     leaderboard reads), on the text of ``game`` (the Leduc the run trains). Uniform play: 2.37 chips a hand."""
-    probs, invalid_mass = leduc_policy_from_scores(answer_scorer(model, policy), obs_format, game)
-    out = {"eval/leduc_exploitability": leduc_exploitability(probs), "eval/leduc_invalid_mass": invalid_mass}
+    read = (leduc_policy_from_scores, leduc_exploitability)
+    return exact_metrics("leduc", read, model, policy, obs_format, temperature, game)
+
+
+def exact_metrics(
+    family: str, read, model, policy: Policy, obs_format: str, temperature: float, game: str, extra=None
+) -> dict[str, float]:
+    """A poker policy's exact numbers: ``read`` = (its policy from answer scores, that policy's
+    exploitability), at temperature 1 and, when it differs, at ``temperature``; ``extra(policy)``: more of
+    the temperature-1 policy's numbers."""
+    from_scores, exploitability = read
+    probs, invalid_mass = from_scores(answer_scorer(model, policy), obs_format, game)
+    out = {f"eval/{family}_exploitability": exploitability(probs), f"eval/{family}_invalid_mass": invalid_mass}
+    out.update(extra(probs) if extra is not None else {})
     if temperature != 1.0:
-        sampled, _ = leduc_policy_from_scores(answer_scorer(model, policy, temperature), obs_format, game)
-        out["eval/leduc_exploitability_at_eval_t"] = leduc_exploitability(sampled)
+        sampled, _ = from_scores(answer_scorer(model, policy, temperature), obs_format, game)
+        out[f"eval/{family}_exploitability_at_eval_t"] = exploitability(sampled)
     return out
 
 
