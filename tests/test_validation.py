@@ -18,8 +18,9 @@ import pytest
 import spiral_arena
 from spiral_arena import cli
 from trainers.__main__ import main as trainers_main
-from trainers.config import ConfigError, TrainConfig
-from trainers.flags import field_docs
+from trainers.config import FIELDS, SECTIONS, ConfigError, TrainConfig
+from trainers.recipes import ALGO_RECIPES, RECIPES
+from trainers.validation import _coerce, _value_problem
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -401,9 +402,10 @@ def train_help(capsys) -> str:
     return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
 
 
-def test_every_field_has_a_docstring():
-    docs = field_docs()
-    assert [f.name for f in fields(TrainConfig) if not docs.get(f.name)] == []
+def test_every_field_has_help_and_a_section():
+    assert [f.name for f in fields(TrainConfig) if not f.metadata.get("help")] == []
+    in_sections = [f.name for section in SECTIONS for f in fields(section)]
+    assert in_sections + ["extra"] == [f.name for f in fields(TrainConfig)]  # each field once, in the sections' order
 
 
 @pytest.mark.parametrize(
@@ -419,14 +421,32 @@ def test_every_field_has_a_docstring():
         "--steps INT Policy steps",
     ],
 )
-def test_help_teaches_from_the_docstrings(capsys, expected):
+def test_help_teaches_from_the_fields(capsys, expected):
     assert expected in train_help(capsys)
 
 
-def test_help_text_follows_the_docstring_so_a_new_field_documents_itself(capsys):
+@pytest.mark.parametrize("kind, tables", [("recipe", RECIPES), ("algorithm", ALGO_RECIPES)])
+def test_every_recipe_sets_real_fields_to_valid_values(kind, tables):
+    for name, table in tables.items():
+        assert set(table) <= set(FIELDS), (kind, name, set(table) - set(FIELDS))
+        for key, value in table.items():
+            value, problem = _coerce(str(FIELDS[key].type), value)
+            assert (problem or _value_problem(FIELDS[key], value)) is None, (kind, name, key)
+
+
+def test_a_recipe_table_extends_another():
+    assert ALGO_RECIPES["starpo"]["clip_high"] == ALGO_RECIPES["delta-belief"]["clip_high"] == 0.28  # group-ppo's
+    assert ALGO_RECIPES["starpo"]["aggregation"] != ALGO_RECIPES["delta-belief"]["aggregation"]
+    assert ALGO_RECIPES["delta-belief/tiny"] == ALGO_RECIPES["starpo/tiny"] and "extends" not in ALGO_RECIPES["starpo"]
+    assert TrainConfig.build({"algo": "delta-belief"}).clip_high == 0.28
+
+
+def test_help_text_follows_the_field_so_a_new_field_documents_itself(capsys):
     text = train_help(capsys)
     for name in ("seed", "device", "top_p", "eval_every", "plots"):
-        assert field_docs()[name] in text, name
+        assert FIELDS[name].metadata["help"] in text, name
+    for section in SECTIONS:  # grouped by section, each under its title
+        assert f"{section.__name__.removesuffix('Config').lower()}: {section.__doc__}" in text, section
 
 
 def test_version(capsys):

@@ -31,10 +31,10 @@ from spiral_arena.agents.experts.twenty_questions import naming_question
 from spiral_arena.analysis.read_policy import answer_text
 from spiral_arena.models.logprobs import pack, response_logprobs
 from spiral_arena.models.policy import Policy
-from trainers.validation import CHOICES
+from trainers.config import choices
 
 PROBE_PREFIX = "Is it '"
-PROBES = CHOICES["belief_probe"]  # "quoted" (upstream's) and "named"
+PROBES = choices("belief_probe")  # "quoted" (upstream's) and "named"
 
 
 def probe_pieces(secret: str, probe: str = "quoted") -> tuple[str, str]:

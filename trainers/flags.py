@@ -1,22 +1,18 @@
-"""A training config from the outside: one command-line flag per field (its help is the field's docstring),
-and TOML/YAML/JSON config files; values stay text until ``TrainConfig.build`` validates them."""
+"""A training config from the outside: one command-line flag per field, grouped by the config's sections (its help
+is the field's), and TOML/YAML/JSON config files; values stay text until ``TrainConfig.build`` validates them."""
 
 from __future__ import annotations
 
 import argparse
-import ast
-import functools
-import inspect
-import itertools
 import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from trainers.config import TrainConfig
+from trainers.config import FIELDS, SECTIONS, TrainConfig
 from trainers.recipes import RECIPES
-from trainers.validation import CHOICES, RANGES, ConfigError, shown
+from trainers.validation import ConfigError, shown
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -61,53 +57,38 @@ def read_settings(items: list[str]) -> dict[str, str]:
     return settings
 
 
-@functools.cache
-def field_docs() -> dict[str, str]:
-    """Each field's docstring (the string literal right under it in ``TrainConfig``), on one line."""
-    tree = ast.parse(Path(inspect.getsourcefile(TrainConfig)).read_text())
-    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TrainConfig").body
-    docs = {}
-    for node, after in itertools.pairwise(body):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
-                docs[node.target.id] = " ".join(str(after.value.value).split())
-    return docs
-
-
 def field_help(name: str) -> str:
-    """A flag's help: the field's docstring, its choices and valid range, and its defaults."""
-    default = next(f.default for f in fields(TrainConfig) if f.name == name)
-    parts = [field_docs().get(name, "")]
-    if name in CHOICES:
-        parts.append(f"One of: {', '.join(map(shown, CHOICES[name]))}.")
-    if name in RANGES:
-        parts.append(f"Valid: {RANGES[name]}.")
-    tiny = RECIPES["tiny"].get(name, default)
-    recipe = "" if tiny == default else f"; tiny recipe: {shown(tiny)}"
-    parts.append(f"(default: {shown(default)}{recipe})")
+    """A flag's help: the field's help, its choices or valid range, and its defaults."""
+    f = FIELDS[name]
+    parts = [f.metadata["help"]]
+    if f.metadata["choices"]:
+        parts.append(f"One of: {', '.join(map(shown, f.metadata['choices']))}.")
+    if f.metadata["valid"] is not None:
+        parts.append(f"Valid: {f.metadata['valid']}.")
+    tiny = RECIPES["tiny"].get(name, f.default)
+    recipe = "" if tiny == f.default else f"; tiny recipe: {shown(tiny)}"
+    parts.append(f"(default: {shown(f.default)}{recipe})")
     return " ".join(p for p in parts if p).replace("%", "%%")  # argparse formats help with %
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per field: --name VALUE, and --no-name for booleans. Values stay text until
+    """One flag per field, a group per section: --name VALUE, and --no-name for booleans. Values stay text until
     ``TrainConfig.validate``, so a bad flag and a bad config key get the same one-line error."""
     parser.add_argument("--config", metavar="FILE", help="a TOML/YAML/JSON file of fields; flags override it")
-    for f in fields(TrainConfig):
-        if f.name == "extra":
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if str(f.type) == "bool":
-            action = argparse.BooleanOptionalAction
-            parser.add_argument(flag, dest=f.name, action=action, default=None, help=field_help(f.name))
-        else:
-            metavar = "{" + ",".join(map(shown, CHOICES[f.name])) + "}" if f.name in CHOICES else str(f.type).upper()
-            parser.add_argument(flag, dest=f.name, default=None, metavar=metavar, help=field_help(f.name))
+    for section in SECTIONS:
+        group = parser.add_argument_group(section.__name__.removesuffix("Config").lower(), section.__doc__)
+        for f in fields(section):
+            flag, choices = "--" + f.name.replace("_", "-"), f.metadata["choices"]
+            if str(f.type) == "bool":
+                action = argparse.BooleanOptionalAction
+                group.add_argument(flag, dest=f.name, action=action, default=None, help=field_help(f.name))
+            else:
+                metavar = "{" + ",".join(map(shown, choices)) + "}" if choices else str(f.type).upper()
+                group.add_argument(flag, dest=f.name, default=None, metavar=metavar, help=field_help(f.name))
 
 
 def from_arguments(args: argparse.Namespace) -> TrainConfig:
     """The config of parsed flags: the ``--config`` file's fields, then the flags given, validated."""
     overrides = read_config_file(args.config) if getattr(args, "config", None) else {}
-    overrides.update(
-        {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
-    )
+    overrides.update({name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None})
     return TrainConfig.build(overrides)

@@ -15,7 +15,7 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from spiral_arena.models.logprobs import pack, response_logprobs
-from trainers.config import TrainConfig
+from trainers.config import AsyncConfig, LearnerConfig, ModelConfig, TrainConfig
 from trainers.distributed import Distributed, is_sharded
 from trainers.losses import UNITS, aggregate, importance_weights, kl_per_token, policy_loss, row_coefficients
 from trainers.rollout import Turn
@@ -90,7 +90,7 @@ def update(model, reference, optimizer, turns: list[Turn], config: TrainConfig, 
     return learner.stats(trained, bool(ref), correct)
 
 
-def micro_batches(part: list[Turn], config: TrainConfig, ddp: Distributed) -> list[list[Row]]:
+def micro_batches(part: list[Turn], config: LearnerConfig, ddp: Distributed) -> list[list[Row]]:
     """One part's turns as merged rows (``merge_duplicates``), in micro-batches of rows of like length."""
     coefficients = part_coefficients(part, [float(len(t.response_ids)) for t in part], config, ddp.sum)
     rows = [r for r in merge_duplicates(part, coefficients) if r.turns[0].response_ids]
@@ -287,7 +287,7 @@ def member_logprobs(batch: list[Row], mask: torch.Tensor) -> tuple[torch.Tensor,
     return (rows, *generation_logprobs(members, mask[rows]))
 
 
-def tis_weights(n_rows: int, logp: torch.Tensor, sampled: tuple, config: TrainConfig, totals) -> torch.Tensor:
+def tis_weights(n_rows: int, logp: torch.Tensor, sampled: tuple, config: AsyncConfig, totals) -> torch.Tensor:
     """Each token's importance weight (``losses.importance_weights``) for one micro-batch of ``n_rows`` rows,
     from the learner's log-probs ``logp`` and the engine's of the rows' member turns (``member_logprobs``; a
     row takes their mean: a merged row's members were sampled by the same weights, so they differ by float
@@ -344,7 +344,7 @@ def generation_logprobs(batch: list[Turn], mask: torch.Tensor) -> tuple[torch.Te
     return values, known * mask
 
 
-def autocast(config: TrainConfig, device: torch.device):
+def autocast(config: ModelConfig, device: torch.device):
     """bf16 compute for forward passes when ``config.bf16``, over fp32 parameters.
 
     The weights themselves stay fp32 (master weights): at SPIRAL's lr of 1e-6 an AdamW step is
@@ -354,7 +354,7 @@ def autocast(config: TrainConfig, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16)
 
 
-def lr_factor(config: TrainConfig, step: int) -> float:
+def lr_factor(config: LearnerConfig, step: int) -> float:
     if config.warmup_steps and step < config.warmup_steps:
         return (step + 1) / config.warmup_steps
     if config.lr_schedule in ("constant", "warmup"):

@@ -27,7 +27,7 @@ from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.play import Notes, seat_texts
 from spiral_arena.registry import GameSpec
 from trainers.belief import probe_pieces
-from trainers.config import TrainConfig
+from trainers.config import WarmStartConfig
 
 
 def play_transcripts(
@@ -204,7 +204,7 @@ def run_sft(
     return final
 
 
-def sft_games(config: TrainConfig) -> int:
+def sft_games(config: WarmStartConfig) -> int:
     """Games of ``sft_agent`` for the warm start: about one per 10 samples trained on (a game yields
     several), at least 50 and at most 2,000, so a short warm start does not wait on data it never reads."""
     return min(2000, max(50, config.sft_steps * config.sft_batch // 10))

@@ -25,7 +25,7 @@ from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.play import reading
 from spiral_arena.registry import GameSpec
 from trainers import checkpoint, rundir
-from trainers.config import TrainConfig
+from trainers.config import ModelConfig, RunConfig, TrainConfig
 from trainers.distributed import Distributed, optimizer_loader, select_device, shard
 from trainers.evaluate import NOTES
 from trainers.learner import autocast, lr_factor
@@ -156,7 +156,7 @@ def check_ranks(config: TrainConfig, world: int) -> None:
         raise ValueError("fsdp shards the model over torchrun ranks: run it under torchrun with 2 or more processes")
 
 
-def make_run_dir(config: TrainConfig, ddp: Distributed) -> Path:
+def make_run_dir(config: RunConfig, ddp: Distributed) -> Path:
     """The run's directory, the main rank's name for it on every rank (made there; cleared with overwrite)."""
     run_dir = Path(ddp.gather(config.output_dir or f"runs/{datetime.now():%Y%m%d-%H%M%S}")[0])
     if ddp.main:
@@ -186,13 +186,13 @@ def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
     return path
 
 
-def base_model_path(config: TrainConfig, run_dir: Path) -> str:
+def base_model_path(config: ModelConfig, run_dir: Path) -> str:
     """Where the run's initial weights live (absolute for the tiny model, so a LoRA adapter's
     record of its base stays valid from any working directory)."""
     return str((run_dir / "tiny_init").resolve()) if config.model == "tiny" else config.model
 
 
-def load_policy_model(config: TrainConfig, run_dir: Path, previous: Path | None, device):
+def load_policy_model(config: ModelConfig, run_dir: Path, previous: Path | None, device):
     """The policy with fp32 weights (bf16 is compute only, see ``autocast``), its tokenizer and the
     directory its weights came from. With LoRA the base comes from ``config.model`` and the adapter
     is new, or on resume the checkpoint's own adapter, trainable, so training continues with it."""

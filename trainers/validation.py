@@ -8,14 +8,12 @@ import difflib
 import importlib.util
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from spiral_arena.agents import model_path_problem, spec_problem
-from spiral_arena.core.observations import OBS_FORMATS
 from spiral_arena.evals.data import DataError, load_benchmark
-from spiral_arena.models.checkpoints import MAX_NEW_TOKENS
 from spiral_arena.outputs import write_problem
 from spiral_arena.registry import GameSpec, env_id_problem
 from trainers import rundir
@@ -32,26 +30,7 @@ class ConfigError(ValueError):
             super().__init__("\n  ".join([f"{len(self.problems)} problems in the training config:", *self.problems]))
 
 
-# ---- what each field accepts ---------------------------------------------------------------
-
-CHOICES: dict[str, tuple[str, ...]] = {
-    "recipe": ("auto", "tiny", "spiral", "delta-belief-4b"),
-    "backend": ("hf", "vllm"),
-    "prompt_template": ("spiral", "bare", "questioner"),
-    "obs_format": ("", *OBS_FORMATS),
-    "loss": ("ppo", "reinforce"),
-    "aggregation": ("dr_grpo", "token_mean", "seq_mean_token_mean", "game_mean_token_mean", "group_mean_token_mean"),
-    "rae_scope": ("step", "shard"),
-    "algo": ("rae", "starpo", "delta-belief"),
-    "advantage": ("rae", "marshal"),
-    "turn_norm": ("padded", "active"),
-    "belief_probe": ("quoted", "named"),
-    "lr_schedule": ("constant", "warmup", "cosine"),
-    "kl_estimator": ("k3", "k2"),  # trainers.losses.KL_ESTIMATORS (which imports torch)
-    "tis": ("auto", "none", "truncate", "mask"),  # and trainers.losses.TIS_MODES
-    "tis_level": ("token", "sequence", "geometric"),  # trainers.losses.TIS_LEVELS
-}
-
+# ---- what each field accepts (declared with each field in trainers.config) ---------------------------------
 
 @dataclass(frozen=True)
 class Range:
@@ -76,66 +55,10 @@ class Range:
         return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
 
 
-_POSITIVE = Range(0, open_low=True)
-_NON_NEGATIVE = Range(0)
-_AT_LEAST_1 = Range(1)
-_FRACTION = Range(0, 1, open_high=True)  # [0, 1)
-RANGES: dict[str, Range] = {
-    "seed": Range(0, 2**64, open_high=True, text="in [0, 2**64)"),
-    "time_limit_s": _NON_NEGATIVE,
-    "lora_rank": _NON_NEGATIVE,
-    "lora_alpha": _AT_LEAST_1,
-    "vllm_gpu_memory_utilization": Range(0, 1, open_low=True),
-    "vllm_max_model_len": _AT_LEAST_1,
-    "vllm_kv_cache_gib": _NON_NEGATIVE,
-    "samples_per_step": _AT_LEAST_1,
-    "rollout_shards": _AT_LEAST_1,
-    "games_in_flight": _AT_LEAST_1,
-    # every checkpoint records it, and a record asking for longer answers is refused where it is read
-    "max_new_tokens": Range(1, MAX_NEW_TOKENS),
-    "temperature": _NON_NEGATIVE,
-    "top_p": Range(0, 1, open_low=True),
-    "max_game_actions": _AT_LEAST_1,
-    "rae_decay": _FRACTION,
-    "state_baseline": _NON_NEGATIVE,
-    "opponent_pool": _NON_NEGATIVE,
-    "pool_prob": Range(0, 1),
-    "pool_every": _AT_LEAST_1,
-    "steps": _AT_LEAST_1,
-    "clip": _POSITIVE,
-    "clip_high": _NON_NEGATIVE,
-    "group_size": Range(2, text="at least 2 (advantages compare the games of a group)"),
-    "groups_per_step": _AT_LEAST_1,
-    "belief_coef": _NON_NEGATIVE,
-    "epochs": _AT_LEAST_1,
-    "mini_batches": _AT_LEAST_1,
-    "micro_batch": _AT_LEAST_1,
-    "lr": _POSITIVE,
-    "lr_min": _NON_NEGATIVE,
-    "warmup_steps": _NON_NEGATIVE,
-    "adam_beta1": _FRACTION,
-    "adam_beta2": _FRACTION,
-    "weight_decay": _NON_NEGATIVE,
-    "grad_clip": _POSITIVE,
-    "kl_coef": _NON_NEGATIVE,
-    "entropy_coef": _NON_NEGATIVE,
-    "logprob_gap_warn": _NON_NEGATIVE,
-    "async_steps": _NON_NEGATIVE,
-    "tis_cap": Range(1, text="at least 1 (a ratio of 1 is on-policy)"),
-    "tis_lower": Range(0, 1, text="in [0, 1] (a ratio of 1 is on-policy; 0 = no lower bound)"),
-    "sft_steps": _NON_NEGATIVE,
-    "sft_batch": _AT_LEAST_1,
-    "sft_naming": Range(0, 1),
-    "sft_lr": _POSITIVE,
-    "eval_every": _AT_LEAST_1,
-    "eval_games": _AT_LEAST_1,
-    "eval_kuhn_samples": _NON_NEGATIVE,
-    "eval_samples_per_secret": _NON_NEGATIVE,
-    "eval_long_questions": _NON_NEGATIVE,
-    "eval_temperature": _NON_NEGATIVE,
-    "eval_reasoning_max_new_tokens": _AT_LEAST_1,
-    "save_every": _AT_LEAST_1,
-}
+POSITIVE = Range(0, open_low=True)
+NON_NEGATIVE = Range(0)
+AT_LEAST_1 = Range(1)
+FRACTION = Range(0, 1, open_high=True)  # [0, 1)
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
@@ -187,12 +110,13 @@ def _number(value: Any) -> int | float | None:
     return value if isinstance(value, int) or math.isfinite(value) else None
 
 
-def _value_problem(name: str, value: Any) -> str | None:
-    """What is wrong with one well-typed field on its own (choices, ranges, syntax), or None."""
-    if name in CHOICES and value not in CHOICES[name]:
-        return f"must be one of {', '.join(map(shown, CHOICES[name]))}; got {shown(value)!r}"
-    if name in RANGES and value not in RANGES[name]:
-        return f"must be {RANGES[name]}, got {value!r}"
+def _value_problem(f: Field, value: Any) -> str | None:
+    """What is wrong with one well-typed field on its own (its choices, its range, its syntax), or None."""
+    name, choices, valid = f.name, f.metadata["choices"], f.metadata["valid"]
+    if choices and value not in choices:
+        return f"must be one of {', '.join(map(shown, choices))}; got {shown(value)!r}"
+    if valid is not None and value not in valid:
+        return f"must be {valid}, got {value!r}"
     if name == "dual_clip" and value != 0 and not value > 1:
         return f"must be 0 (off) or greater than 1, got {value!r}"
     if name == "device" and not _DEVICE.fullmatch(value):
@@ -344,7 +268,7 @@ def check(config: Any, problems: list[str] | None = None) -> None:
         value, problem = _coerce(str(f.type), getattr(config, f.name))
         if problem is None:
             setattr(config, f.name, value)
-            problem = _value_problem(f.name, value)
+            problem = _value_problem(f, value)
         if problem is not None:
             bad.add(f.name)
             problems.append(f"{f.name}: {problem}")
