@@ -32,11 +32,11 @@ import torch
 
 from spiral_arena.models import Sampling
 from spiral_arena.models.hf import HFEngine
+from spiral_arena.rollout import Turn
 from trainers.config import TrainConfig
 from trainers.distributed import Distributed
 from trainers.learner import update
 from trainers.loop import train
-from trainers.rollout import Turn
 
 
 def build_model(vocab: int, hidden: int, layers: int, device: torch.device):

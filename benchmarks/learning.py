@@ -61,8 +61,8 @@ from rich.table import Table
 
 from spiral_arena.analysis.read_policy import ScoreFn
 from spiral_arena.registry import GameSpec
+from spiral_arena.rollout import parse_mixture
 from trainers.flags import read_settings
-from trainers.rollout import parse_mixture
 from trainers.summary import TARGETS as RECIPE_TARGETS
 from trainers.summary import headline, match_table
 from trainers.validation import ConfigError

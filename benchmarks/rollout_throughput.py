@@ -27,8 +27,8 @@ from spiral_arena.models import Sampling
 from spiral_arena.models.hf import HFEngine
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
+from spiral_arena.rollout import EnvPool, collect, parse_mixture
 from trainers.config import TrainConfig
-from trainers.rollout import EnvPool, collect, parse_mixture
 from trainers.tiny import create_tiny
 
 

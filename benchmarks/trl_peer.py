@@ -24,10 +24,10 @@ The recipe in ``GRPOConfig`` (``grpo_settings``; each TRL run writes what it use
   and finishes every game in flight: ~1,400 turns on the recipe), rounded to whole groups of ``--group-size`` (16),
   each group the turns of one game, so both trainers learn from the same number of turns. The recipe weighs the games
   it starts, TRL the game of a group: the groups per game follow each game's share of turns, its recipe weight times
-  its mean turns per game in (a)'s logged steps (``transcripts.jsonl``). ``games_in_flight`` games of each game are
-  played at once, all waiting seats in one generation call; turns past a group's need are dropped (``played /
-  trained``: the first step, before the rollout knows how long each game runs, plays several times its need and is
-  left out of the tables, as every mode's is).
+  its mean turns per game in (a)'s logged steps (``transcripts.jsonl``). The games are played by our trainer's own
+  rollouts (``spiral_arena.rollout.collect``), ``games_in_flight`` games of each game at once, all waiting seats in
+  one generation call; turns past a group's need are dropped (``played / trained``; the first step is left out of
+  the tables, as every mode's is).
 - advantages: reward minus its group's mean (``scale_rewards="none"``: not divided by the group's spread), the closest
   TRL comes to RAE, which subtracts an EMA per (game, seat) over the games before. A group is 16 turns of one game with
   both seats' turns mixed, so in a zero-sum game its mean is near 0 apart from the invalid-move shaping: closer to no
@@ -158,12 +158,12 @@ def train_trl(run: Path, overrides: dict[str, Any], peer: Path, group_size: int 
     from spiral_arena.models.checkpoints import SETTINGS_FILE, read_settings
     from spiral_arena.models.policy import Policy
     from spiral_arena.models.prompting import stop_token_ids
+    from spiral_arena.rollout import parse_mixture
     from trainers import checkpoint
     from trainers.config import TrainConfig
     from trainers.distributed import select_device
     from trainers.evaluate import evaluate
     from trainers.learner import autocast
-    from trainers.rollout import parse_mixture
 
     config = TrainConfig.build({**overrides, "output_dir": str(run)})
     specs, weights = parse_mixture(config.games, config.game_weights)

@@ -38,9 +38,9 @@ from spiral_arena.models.named import local_dir
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.models.vllm import VLLMEngine, VLLMSettings
+from spiral_arena.rollout import EnvPool, collect, parse_mixture
 from trainers.config import TrainConfig
 from trainers.loop import train
-from trainers.rollout import EnvPool, collect, parse_mixture
 
 
 def spread(values: list[float]) -> str:

@@ -270,7 +270,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from spiral_arena.outputs import write_failure
-    from trainers.rollout import parse_mixture
+    from spiral_arena.rollout import parse_mixture
     from trainers.sft import play_transcripts, write_transcripts
 
     games = [g.strip() for g in args.games.split(",") if g.strip()]

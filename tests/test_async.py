@@ -105,8 +105,8 @@ def test_masked_tokens_leave_the_denominator_when_asked():
     """``drop_masked`` with token_mean: two turns of 3 and 2 tokens, one token of the first masked, so the
     loss's token count is 4, not 5 (each row's coefficient 1/4); per turn (seq_mean_token_mean) the first
     turn's own count is 2: coefficients 1/(2*2) and 1/(2*2)."""
+    from spiral_arena.rollout import Turn
     from trainers.learner import Row, drop_masked
-    from trainers.rollout import Turn
 
     turns = [Turn("g", 0, "p", [1], [5, 6, 7], [0.0] * 3, "r", True, advantage=1.0, group_id=0),
              Turn("g", 0, "q", [2], [8, 9], [0.0] * 2, "s", True, advantage=-1.0, group_id=1)]  # fmt: skip

@@ -108,7 +108,10 @@ def test_the_move_tool_applies_the_text_move_and_the_opponent_answers():
         env.move("[check]")
 
 
-def test_selfplay_rollout_func_returns_turns_with_their_seat_and_the_envs_returns(tiny, tmp_path):
+@pytest.mark.parametrize("penalty", [None, -1.5])
+def test_selfplay_rollout_func_returns_turns_with_their_seat_and_the_envs_returns(tiny, tmp_path, penalty):
+    """The turns come from our trainer's rollouts (``spiral_arena.rollout.collect``); with ``invalid_penalty`` a
+    game ended by an invalid answer pays its offender the penalty and the other seat the recipe's 0.5."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny)
     seen = []
 
@@ -117,18 +120,23 @@ def test_selfplay_rollout_func_returns_turns_with_their_seat_and_the_envs_return
         return ours.selfplay_reward(completions, game_reward)
 
     rows = [{"prompt": "KuhnPoker-v0"}] * 4
+    rollout = ours.selfplay_rollout_func(invalid_penalty=penalty)
     trainer = trl.GRPOTrainer(
         model=str(tiny),
         processing_class=tokenizer,
         reward_funcs=recorded_reward,
         args=config(tmp_path, scale_rewards="none"),
         train_dataset=datasets.Dataset.from_list(rows),
-        rollout_func=ours.selfplay_rollout_func(),
+        rollout_func=rollout,
     )
     trainer.train()
-    assert len(seen) == 4
+    assert len(seen) == 4 and rollout.played["turns"] >= 4
     for game, seat, returns, reward in seen:  # the untrained model's first moves are mostly invalid: seats vary
-        assert game == "KuhnPoker-v0" and reward == returns[seat] and sum(returns) == 0.0
+        assert game == "KuhnPoker-v0" and sum(returns) == 0.0
+        # an invalid answer ends a game at -1/+1 (or -2/+2 after a bet): shaped, that is -1.5 / 0.5
+        assert reward == returns[seat] if penalty is None else reward in (returns[seat], -1.5, 0.5)
+    if penalty is not None:
+        assert any(reward in (-1.5, 0.5) for *_, reward in seen)  # the tiny model answers Kuhn mostly invalid
     assert math.isfinite(loss_of(trainer))
 
 

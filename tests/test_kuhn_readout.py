@@ -103,9 +103,9 @@ def test_a_run_that_trains_leduc_evaluates_its_exact_exploitability(tiny):
     """The evaluation reads the Leduc policy at the 288 rank states on the text of the Leduc the run trains, at
     temperature 1 and at the evaluation's, and logs each policy's exact exploitability."""
     from spiral_arena.analysis import leduc_exploitability, leduc_policy_from_scores
+    from spiral_arena.rollout import parse_mixture
     from trainers.config import TrainConfig
     from trainers.evaluate import evaluate
-    from trainers.rollout import parse_mixture
 
     _, model, policy = tiny
     game = "LeducHoldem-v0:reward=win"
@@ -124,9 +124,9 @@ def test_a_run_that_trains_leduc_evaluates_its_exact_exploitability(tiny):
 def test_an_evaluation_logs_the_rounds_its_kuhn_is_trained_with(tiny, games, rounds):
     """The read-out is of single hands either way; the rounds the run trains on (the game's default, 5,
     when not given) are logged beside it, so the labels can say so."""
+    from spiral_arena.rollout import parse_mixture
     from trainers.config import TrainConfig
     from trainers.evaluate import evaluate
-    from trainers.rollout import parse_mixture
 
     _, model, policy = tiny
     config = TrainConfig.build({"games": games, "obs_format": "last"})
@@ -137,9 +137,9 @@ def test_an_evaluation_logs_the_rounds_its_kuhn_is_trained_with(tiny, games, rou
 def test_an_evaluation_reads_kuhn_as_played_beside_the_exact_read_out(tiny):
     """eval_kuhn_samples answers a state, sampled from the evaluation's own generator: the same numbers
     twice, none of training's random streams touched, and nothing when it is 0."""
+    from spiral_arena.rollout import parse_mixture
     from trainers.config import TrainConfig
     from trainers.evaluate import evaluate
-    from trainers.rollout import parse_mixture
 
     _, model, policy = tiny
     games = "KuhnPoker-v0:rounds=1"

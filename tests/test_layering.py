@@ -20,7 +20,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("spiral_arena.registry", "spiral_arena.analysis"),  # env ids and their option grammar; exact analysis
     ("spiral_arena.models",),  # engines, weights, prompts, checkpoint settings
     ("spiral_arena.agents",),
-    ("spiral_arena.inflight", "spiral_arena.play", "spiral_arena.wrappers", "spiral_arena.testing"),
+    ("spiral_arena.inflight", "spiral_arena.rollout", "spiral_arena.play", "spiral_arena.wrappers",
+     "spiral_arena.testing"),  # games in flight (agents' matches, a model's training turns); env shapes
     ("spiral_arena.evals", "spiral_arena.serve", "spiral_arena.integrations"),
     ("trainers", "leaderboard"),  # they meet through a checkpoint on disk or an agent spec, never an import
     ("spiral_arena.cli", "trainers.__main__"),  # the command line: the top floor

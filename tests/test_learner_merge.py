@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from spiral_arena.models.logprobs import pack, response_logprobs  # noqa: E402
+from spiral_arena.rollout import Turn  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed import Distributed  # noqa: E402
 from trainers.learner import merge_duplicates, update  # noqa: E402
 from trainers.losses import AGGREGATIONS, aggregate, policy_loss, row_coefficients  # noqa: E402
-from trainers.rollout import Turn  # noqa: E402
 from trainers.tiny import build_model  # noqa: E402
 
 

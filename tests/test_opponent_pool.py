@@ -13,10 +13,10 @@ pytest.importorskip("transformers")
 from spiral_arena.models import Sampling  # noqa: E402
 from spiral_arena.models.hf import HFEngine  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
+from spiral_arena.rollout import collect, parse_mixture  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
 from trainers.loop import train  # noqa: E402
 from trainers.pool import OpponentPool  # noqa: E402
-from trainers.rollout import collect, parse_mixture  # noqa: E402
 from trainers.tiny import create_tiny  # noqa: E402
 
 SAMPLING = Sampling(1.0, 1.0, 6)

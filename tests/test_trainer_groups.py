@@ -17,12 +17,12 @@ from test_trainer_units import CharTokenizer, EchoEngine, play  # noqa: E402
 
 from spiral_arena.models import Sampling  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
+from spiral_arena.rollout import parse_mixture  # noqa: E402
 from trainers.belief import log_beliefs  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.groups import group_advantages  # noqa: E402
 from trainers.loop import train  # noqa: E402
 from trainers.recipes import CLOSED_WORLD  # noqa: E402
-from trainers.rollout import parse_mixture  # noqa: E402
 from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages  # noqa: E402
 
 SCRIPT = ["Is it alive?", "Is it alive?", "bad", "Is it a dog?"]  # fine, repeated, invalid, the secret

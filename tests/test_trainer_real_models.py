@@ -14,13 +14,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from spiral_arena.rollout import Turn  # noqa: E402
 from trainers import checkpoint  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed import Distributed, collective_device, select_device  # noqa: E402
 from trainers.learner import update  # noqa: E402
 from trainers.loop import train  # noqa: E402
 from trainers.rae import RAE  # noqa: E402
-from trainers.rollout import Turn  # noqa: E402
 
 
 def make_turns(vocab: int, n: int = 8, seed: int = 0) -> list[Turn]:

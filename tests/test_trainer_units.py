@@ -12,12 +12,12 @@ torch = pytest.importorskip("torch")
 from spiral_arena.models import Completion, Sampling  # noqa: E402
 from spiral_arena.models.policy import Policy  # noqa: E402
 from spiral_arena.registry import GameSpec  # noqa: E402
+from spiral_arena.rollout import collect, parse_mixture  # noqa: E402
 from trainers.config import ConfigError, TrainConfig  # noqa: E402
 from trainers.flags import add_arguments, from_arguments  # noqa: E402
 from trainers.losses import KL_ESTIMATORS, kl_per_token, policy_loss, row_coefficients  # noqa: E402
 from trainers.marshal import Episode, marshal_advantages, turn_rewards  # noqa: E402
 from trainers.rae import RAE, state_advantages  # noqa: E402
-from trainers.rollout import collect, parse_mixture  # noqa: E402
 
 
 def test_rae_reads_baseline_before_update():

@@ -110,9 +110,9 @@ def test_the_trainers_evaluation_logs_the_tactics_of_its_policy(tmp_path, on, ga
     from spiral_arena.models.hf import HFEngine
     from spiral_arena.models.policy import Policy
     from spiral_arena.models.scoring import answer_scorer
+    from spiral_arena.rollout import parse_mixture
     from trainers.config import TrainConfig
     from trainers.evaluate import evaluate
-    from trainers.rollout import parse_mixture
     from trainers.tiny import create_tiny
 
     path = create_tiny(tmp_path / "model", ["TicTacToe-v0"], seed=1)

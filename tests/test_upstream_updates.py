@@ -37,12 +37,12 @@ pytest.importorskip("transformers")
 from test_learner_merge import small_model as merge_test_model  # noqa: E402
 
 from spiral_arena.models.logprobs import pack, response_logprobs  # noqa: E402
+from spiral_arena.rollout import Turn  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed import Distributed  # noqa: E402
 from trainers.learner import update  # noqa: E402
 from trainers.losses import policy_loss  # noqa: E402
 from trainers.rae import RAE  # noqa: E402
-from trainers.rollout import Turn  # noqa: E402
 
 CPU = torch.device("cpu")
 STOP = 2  # the end-of-turn token of these hand-made turns

@@ -30,8 +30,8 @@ import torch
 from spiral_arena.models.hf import HFEngine
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.weights import cpu_copy
+from spiral_arena.rollout import GameResult
 from trainers.config import TrainConfig
-from trainers.rollout import GameResult
 
 
 @dataclass

@@ -20,9 +20,9 @@ from spiral_arena.models import Sampling
 from spiral_arena.models.policy import Policy
 from spiral_arena.play import Notes, play_games
 from spiral_arena.registry import GameSpec
+from spiral_arena.rollout import GameResult, collect
 from trainers.config import TrainConfig
 from trainers.readouts import kuhn_metrics, leduc_metrics, tictactoe_metrics
-from trainers.rollout import GameResult, collect
 from trainers.summary import OUTCOMES, match_key
 
 OUT_OF_DOMAIN = ("Snake-v0", "PigDice-v0", "LiarsDice-v0", "TruthAndDeception-v0")

@@ -7,9 +7,9 @@ import itertools
 
 import numpy as np
 
+from spiral_arena.rollout import GameResult
 from trainers.belief import log_beliefs
 from trainers.config import TrainConfig
-from trainers.rollout import GameResult
 from trainers.starpo import delta_belief_rewards, starpo_advantages, turnwise_advantages
 
 

@@ -15,10 +15,10 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from spiral_arena.models.logprobs import pack, response_logprobs
+from spiral_arena.rollout import Turn
 from trainers.config import AsyncConfig, LearnerConfig, ModelConfig, TrainConfig
 from trainers.distributed import Distributed, is_sharded
 from trainers.losses import UNITS, aggregate, importance_weights, kl_per_token, policy_loss, row_coefficients
-from trainers.rollout import Turn
 
 logger = logging.getLogger(__name__)
 

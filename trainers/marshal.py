@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from trainers.rollout import GameResult
+from spiral_arena.rollout import GameResult
 
 EPS = 1e-8  # ROLL's masked_whiten: x * rsqrt(var + 1e-8)
 

@@ -9,8 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from spiral_arena.rollout import GameResult, Turn, response_action
 from trainers.config import TrainConfig
-from trainers.rollout import GameResult, Turn, response_action
 
 
 def rollout_metrics(results: list[GameResult], turns: list[Turn], seconds: float) -> dict[str, float]:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spiral_arena.models.policy import Policy
+from spiral_arena.rollout import GameResult, collect
 from trainers.actor import Actor, evaluating_on_actor_engine
 from trainers.learner import autocast
-from trainers.rollout import GameResult, collect
 from trainers.start import Run
 
 

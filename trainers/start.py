@@ -24,6 +24,7 @@ from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.play import reading
 from spiral_arena.registry import GameSpec
+from spiral_arena.rollout import EnvPool, parse_mixture
 from trainers import checkpoint, rundir
 from trainers.config import ModelConfig, RunConfig, TrainConfig
 from trainers.distributed import Distributed, optimizer_loader, select_device, shard
@@ -32,7 +33,6 @@ from trainers.learner import autocast, lr_factor
 from trainers.metrics import MetricsLog
 from trainers.pool import OpponentPool
 from trainers.rae import RAE
-from trainers.rollout import EnvPool, parse_mixture
 from trainers.sft import play_transcripts, sft, sft_games
 
 

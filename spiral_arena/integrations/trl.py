@@ -11,7 +11,9 @@ it: the env reads the missing move as an invalid one. TRL needs a chat template 
 ``selfplay_rollout_func``: each dataset prompt is a game id (options allowed). GRPO's groups are
 ``num_generations`` copies of one prompt; each group is filled with finished turns of that game, both
 seats' (in the order their games end), from self-play games in which the trainer's model plays both
-seats (each turn's prompt is that seat's observation, SPIRAL's shape). The extra fields ``game``,
+seats (each turn's prompt is that seat's observation, SPIRAL's shape), played by our trainer's own
+rollouts (``spiral_arena.rollout.collect``: every waiting seat of the games in flight answered in one call of
+the trainer's generation a wave). The extra fields ``game``,
 ``seat``, ``seed``, ``returns`` (the env's) and ``game_reward`` reach the reward functions;
 ``game_reward`` (the reward function ``selfplay_reward`` returns it) is the turn's seat's return, shaped
 as above. Each turn's prompt is the trainer's chat template around the raw observation, unless
@@ -28,13 +30,17 @@ unscaled group-mean baselines, or prime-rl's ``rae`` (docs/integrations.md) for 
 
 from __future__ import annotations
 
-import itertools
+import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from spiral_arena.integrations.outcome import RECIPE_INVALID_OPPONENT_REWARD, game_summary, shaped_rewards
 from spiral_arena.integrations.text_env import is_over, make_text_env, new_messages
-from spiral_arena.registry import REGISTRY, make
+from spiral_arena.models import Completion, Sampling
+from spiral_arena.registry import REGISTRY, GameSpec, make
+from spiral_arena.rollout import collect
 
 __all__ = [
     "ENVIRONMENTS",
@@ -121,23 +127,21 @@ def selfplay_rollout_func(
     prompt_ids: Callable[[list[str]], list[list[int]]] | None = None,
     in_flight: int = 4,
 ) -> Callable[[list[Any], Any], dict[str, list]]:
-    """A ``rollout_func`` playing self-play games with the trainer's model (see the module docstring).
-    Seeds count up from ``first_seed`` across calls; ``max_games`` bounds the games of one call.
+    """A ``rollout_func`` playing self-play games with the trainer's model (see the module docstring), through
+    our trainer's own rollouts (``spiral_arena.rollout.collect``). Each game's reset seed is drawn from one
+    generator seeded with ``first_seed``, across calls; ``max_games`` bounds the games of one call.
     ``prompt_ids``: observations -> their prompt token ids (default: the trainer's chat template around each
     observation as a user message). ``in_flight``: games of each game played at once (our trainer's recipe
     keeps 256 in flight). The function's ``played`` counts the games and turns played over all calls (turns
     past what the groups take are dropped)."""
-    seeds = itertools.count(first_seed)
-    lengths: dict[str, float] = {}  # each game's running estimate of turns per game, across calls
+    rng = np.random.default_rng(first_seed)
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
         size = trainer.num_generations
         wanted = [str(prompts[g * size]).strip() for g in range(len(prompts) // size)]  # each group's game
         need = {game: size * wanted.count(game) for game in set(wanted)}
-        render = prompt_ids or chat_prompt_ids(trainer.processing_class)
-        pools = _play_selfplay(
-            trainer, need, seeds, max_games, invalid_penalty, invalid_opponent_reward, render, in_flight, lengths
-        )
+        generation = TrainerGeneration(trainer, prompt_ids or chat_prompt_ids(trainer.processing_class))
+        pools = _play_selfplay(generation, need, rng, max_games, invalid_penalty, invalid_opponent_reward, in_flight)
         rollout_func.played["games"] += sum(len({t["seed"] for t in pool}) for pool in pools.values())
         rollout_func.played["turns"] += sum(len(pool) for pool in pools.values())
         samples = [pools[game].pop(0) for game in wanted for _ in range(size)]
@@ -148,6 +152,34 @@ def selfplay_rollout_func(
 
     rollout_func.played = {"games": 0, "turns": 0}
     return rollout_func
+
+
+class TrainerGeneration:
+    """A TRL trainer's generation as our rollouts call a policy (``spiral_arena.rollout.Answers``): the prompts
+    rendered by ``prompt_ids``, one ``GRPOTrainer._generate_single_turn`` call a wave (transformers or vLLM, as
+    the trainer is set, at its own sampling settings: the ``sampling`` and ``seed`` our rollouts pass are not
+    used), the completions decoded by its tokenizer. A completion shorter than ``max_completion_length`` ended
+    at a stop token; log-probs are None where the trainer's generation reports none (transformers)."""
+
+    def __init__(self, trainer: Any, prompt_ids: Callable[[list[str]], list[list[int]]]) -> None:
+        self.trainer = trainer
+        self.prompt_ids = prompt_ids
+        args = trainer.args
+        self.sampling = Sampling(args.temperature, args.top_p if args.top_p is not None else 1.0,
+                                 args.max_completion_length)  # fmt: skip
+
+    def answer_batch(
+        self, observations: list[str], sampling: Sampling, seed: int
+    ) -> tuple[list[list[int]], list[Completion], list[str]]:
+        prompts = self.prompt_ids(observations)
+        completion_ids, logprobs = self.trainer._generate_single_turn(prompts, None, {}, 1)
+        limit = self.sampling.max_new_tokens
+        completions = [
+            Completion(list(ids), None if logprobs is None else logprobs[i], len(ids) < limit)
+            for i, ids in enumerate(completion_ids)
+        ]
+        texts = self.trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+        return prompts, completions, texts
 
 
 def chat_prompt_ids(tokenizer: Any) -> Callable[[list[str]], list[list[int]]]:
@@ -166,77 +198,37 @@ def chat_prompt_ids(tokenizer: Any) -> Callable[[list[str]], list[list[int]]]:
 
 
 def _play_selfplay(
-    trainer: Any,
+    generation: TrainerGeneration,
     need: dict[str, int],
-    seeds: Any,
+    rng: np.random.Generator,
     max_games: int,
     invalid_penalty: float | None,
     invalid_opponent_reward: float,
-    prompt_ids: Callable[[list[str]], list[list[int]]],
     in_flight: int = 4,
-    lengths: dict[str, float] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Finished turns of each game, both seats', in the order their games end, at least ``need`` of each.
-    Up to ``in_flight`` games of each game are played at once, every waiting seat answered by one batched
-    generation of the trainer's model (``GRPOTrainer._generate_single_turn``: transformers or vLLM, as the
-    trainer is set). A game starts only while its finished turns plus those its running games are expected to
-    give fall short of ``need``: each running game at least one more turn, and a whole game's length as
-    ``lengths`` (its running estimate per game, kept by the caller across calls) says. Until a game of it has
-    ended, a game is taken to give one turn, so the first wave starts as many games as turns are needed (up to
-    ``in_flight``); later waves start about as many as will fill ``need``, and more when the running ones end
-    short of it, so few turns past ``need`` (dropped) are played."""
-    tokenizer = trainer.processing_class
-    lengths = {} if lengths is None else lengths
+    ``collect`` plays the games still short of their need, each chosen in proportion to the turns it lacks,
+    ``in_flight`` games a game at once, until every game has its turns; no game is cut short."""
+    specs = {game: GameSpec.parse(game) for game in need}
     pools: dict[str, list[dict[str, Any]]] = {game: [] for game in need}
-    live: list[tuple[str, Any, int, list[dict[str, Any]]]] = []  # (game, env, seed, its turns so far)
-    started = 0
-    while True:
-        for game in sorted(need):
-            length = lengths.get(game, 1.0)
-            mine = [turns for entry_game, _, _, turns in live if entry_game == game]
-            expected = len(pools[game]) + sum(max(len(turns) + 1, length) for turns in mine)
-            running = len(mine)
-            while running < in_flight and expected < need[game]:
-                if started == max_games:
-                    short = sorted(g for g, n in need.items() if len(pools[g]) < n)
-                    raise RuntimeError(f"{max_games} self-play games did not give enough turns of {', '.join(short)}")
-                env, seed = make(game), next(seeds)
-                env.reset(seed=seed)
-                live.append((game, env, seed, []))
-                started += 1
-                running += 1
-                expected += length
-        if not live:
-            return pools
-        prompts = prompt_ids([env.observe(env.agent_selection) for _, env, _, _ in live])
-        completion_ids, logprobs = trainer._generate_single_turn(prompts, None, {}, 1)
-        texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        still = []
-        for i, (game, env, seed, turns) in enumerate(live):
-            seat = env.possible_agents.index(env.agent_selection)
-            lp = None if logprobs is None else logprobs[i]
-            turns.append(
-                {
-                    "prompt_ids": list(prompts[i]),
-                    "completion_ids": list(completion_ids[i]),
-                    "logprobs": lp,
-                    "seat": seat,
-                }
-            )
-            env.step(texts[i])
-            if not all(env.terminations.values()):
-                still.append((game, env, seed, turns))
-                continue
-            lengths[game] = 0.8 * lengths.get(game, 1.0) + 0.2 * len(turns)
-            rewards = shaped_rewards(game_summary(env), invalid_penalty, invalid_opponent_reward)
-            for turn in turns:
-                pools[game].append(
-                    {
-                        **turn,
-                        "game": game,
-                        "seed": seed,
-                        "game_reward": rewards[turn["seat"]],
-                        "returns": list(env.returns),
-                    }
-                )
-        live = still
+    played = 0
+    while short := {game: need[game] - len(pools[game]) for game in sorted(need) if len(pools[game]) < need[game]}:
+        if played >= max_games:
+            raise RuntimeError(f"{max_games} self-play games did not give enough turns of {', '.join(short)}")
+        lacking = np.array(list(short.values()), dtype=float)
+        results = collect(
+            generation, [specs[game] for game in short], lacking / lacking.sum(), min_samples=int(lacking.sum()),
+            games_in_flight=in_flight * len(short), rng=rng, sampling=generation.sampling, max_game_actions=sys.maxsize,
+            invalid_penalty=invalid_penalty, invalid_opponent_reward=invalid_opponent_reward,
+        )  # fmt: skip
+        by_label = {specs[game].label: game for game in short}
+        for result in results:
+            played += 1
+            game = by_label[result.game]
+            pools[game] += [
+                {"prompt_ids": turn.prompt_ids, "completion_ids": turn.response_ids, "logprobs": turn.logprobs,
+                 "seat": turn.role, "game": game, "seed": result.record.seed,
+                 "game_reward": result.shaped[turn.role], "returns": list(result.record.returns)}
+                for turn in result.turns
+            ]  # fmt: skip
+    return pools

@@ -1,9 +1,12 @@
-"""Self-play rollouts: many games in flight, every pending policy decision in one generation call.
+"""Training rollouts: many games in flight, every decision waiting on the model in one generation call.
 
 Each wave gathers the (game, seat) pairs waiting on the policy, renders their prompts, calls the
 engine once, and hands completion i back to decision i (SPIRAL's batch-index bug cannot happen:
 completions are matched by position in the very list that was sent). Opponent seats, when the
-opponent is a fixed agent, answer through ``act_batch``. Finished games turn into samples.
+opponent is a fixed agent, answer through ``act_batch``. Finished games turn into samples: each turn
+with its prompt and response token ids and log-probs. Our trainer (``trainers.sources``) and the TRL
+integration's self-play ``rollout_func`` (``spiral_arena.integrations.trl``) play through here; matches
+between agents play through ``spiral_arena.inflight``.
 """
 
 from __future__ import annotations
@@ -11,15 +14,23 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from spiral_arena.core.actions import extract_answer
-from spiral_arena.models import Sampling
-from spiral_arena.models.policy import Policy
+from spiral_arena.models import Completion, Sampling
 from spiral_arena.play import GameRecord, read_end, reading
 from spiral_arena.registry import GameSpec, SeatText, seat_text_key
+
+
+class Answers(Protocol):
+    """What plays the model's seats: ``models.policy.Policy``, or a trainer's own generation (TRL's)."""
+
+    def answer_batch(
+        self, observations: list[str], sampling: Sampling, seed: int
+    ) -> tuple[list[list[int]], list[Completion], list[str]]:
+        """The prompts' token ids, the completions and their texts, in one generation call."""
 
 
 @dataclass
@@ -124,7 +135,7 @@ class _Slot:
 
 
 def collect(
-    policy: Policy,
+    policy: Answers,
     specs: list[GameSpec],
     weights: np.ndarray,
     *,
@@ -133,7 +144,7 @@ def collect(
     rng: np.random.Generator,
     sampling: Sampling,
     max_game_actions: int,
-    invalid_penalty: float,
+    invalid_penalty: float | None,
     invalid_opponent_reward: float,
     opponent: Any = None,
     obs_format: str = "",
@@ -154,6 +165,8 @@ def collect(
     ``group_seeds`` gives those reset seeds instead of drawing them (evaluation on chosen secrets).
     ``snapshots`` (population play, an ``OpponentPool``): in self-play, each new game's other seat
     may go to a frozen snapshot it draws; the policy then holds one seat, as against ``opponent``.
+    A game ended by an invalid answer pays its offender ``invalid_penalty`` and the other seats
+    ``invalid_opponent_reward``; ``invalid_penalty`` None keeps the env's own returns.
     """
     results: list[GameResult] = []
     slots: list[_Slot] = []
@@ -286,13 +299,13 @@ def _step(slot: _Slot, text: str) -> None:
     slot.env.step(text)
 
 
-def _finish(slot: _Slot, invalid_penalty: float, invalid_opponent_reward: float, truncated: bool) -> GameResult:
+def _finish(slot: _Slot, invalid_penalty: float | None, invalid_opponent_reward: float, truncated: bool) -> GameResult:
     env = slot.env
     if truncated:  # cut at max_game_actions: no result, as a truncated game in play and the leaderboard
         env.truncate()
     record = read_end(env, GameRecord(slot.seed, tuple(env.possible_agents), moves=slot.moves))
     n, invalid_by = len(env.possible_agents), record.invalid_seat
-    if invalid_by is not None:
+    if invalid_by is not None and invalid_penalty is not None:
         shaped = tuple(invalid_penalty if i == invalid_by else invalid_opponent_reward for i in range(n))
     else:
         shaped = (0.0,) * n if truncated else tuple(float(r) for r in record.returns)
