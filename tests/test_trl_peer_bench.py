@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -71,9 +72,14 @@ def test_the_three_modes_run_small_and_report(tmp_path, capsys):
     config = json.loads((sync / "config.json").read_text())
     policy = Policy(None, AutoTokenizer.from_pretrained(sync / "warm_start"), config["prompt_template"])
     assert policy.prompt_ids_batch(first["observations"]) == first["prompt_ids"]
-    game = min(used["groups"])  # the rollout starts the games in order of their ids, seeds from 0 for seed 0
+    # the first game our rollouts (collect) start: drawn in proportion to the turns each game needs, its reset seed
+    # from the generator seeded with first_seed (seed 0's: 0)
+    games = sorted(used["groups"])
+    lacking = np.array([4 * used["groups"][game] for game in games], dtype=float)
+    rng = np.random.default_rng(config["seed"] * 10**8)
+    game = games[int(rng.choice(len(games), p=lacking / lacking.sum()))]
     env = GameSpec.parse(game).make()
-    env.reset(seed=0)
+    env.reset(seed=int(rng.integers(2**31)))
     assert game.endswith("obs_format=last") and first["observations"][0] == env.observe(env.agent_selection)
 
     written = {mode: (run / "metrics.jsonl").stat().st_mtime_ns for mode, run in runs.items()}
