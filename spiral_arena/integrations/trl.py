@@ -129,7 +129,8 @@ def selfplay_rollout_func(
 ) -> Callable[[list[Any], Any], dict[str, list]]:
     """A ``rollout_func`` playing self-play games with the trainer's model (see the module docstring), through
     our trainer's own rollouts (``spiral_arena.rollout.collect``). Each game's reset seed is drawn from one
-    generator seeded with ``first_seed``, across calls; ``max_games`` bounds the games of one call.
+    generator seeded with ``first_seed``, across calls. A call that has played ``max_games`` games and still
+    lacks turns raises (checked between rounds of ``collect``, so the last round may pass it).
     ``prompt_ids``: observations -> their prompt token ids (default: the trainer's chat template around each
     observation as a user message). ``in_flight``: games of each game played at once (our trainer's recipe
     keeps 256 in flight). The function's ``played`` counts the games and turns played over all calls (turns
