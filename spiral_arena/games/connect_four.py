@@ -66,6 +66,15 @@ class ConnectFourState:
         self.winner: int | None = None
         self.moves = 0
 
+    @classmethod
+    def from_view(cls, board: list[int], player: int) -> ConnectFourState:
+        """The state with ``board`` (pieces resting on each other) and ``player`` to act (a served view's board)."""
+        state = cls()
+        state.board, state.current_player = list(board), player
+        state.heights = [sum(board[COLUMNS * row + c] != EMPTY for row in range(ROWS)) for c in range(COLUMNS)]
+        state.moves = sum(state.heights)
+        return state
+
     def legal_actions(self) -> list[int]:
         if self.current_player == TERMINAL:
             return []
@@ -141,15 +150,6 @@ def _drop_words(state: ConnectFourState, player: int) -> str:
     return " Drops:" + "".join(words)
 
 
-def _state_of(board: list[int], player: int) -> ConnectFourState:
-    """The state with ``board`` (pieces resting on each other) and ``player`` to act."""
-    state = ConnectFourState()
-    state.board, state.current_player = list(board), player
-    state.heights = [sum(board[COLUMNS * row + c] != EMPTY for row in range(ROWS)) for c in range(COLUMNS)]
-    state.moves = sum(state.heights)
-    return state
-
-
 PROMPT = """\
 You are Player {me} in Connect Four, a zero-sum game for two players. Your pieces are '{mark}'; \
 your opponent (Player {other}) plays '{other_mark}'. The board stands upright: 7 columns, numbered 0 to 6 \
@@ -178,10 +178,6 @@ class ConnectFour(MarkGame):
             return f"{_GRID_HEAD.format(MARKS[player])}\n{self.render(state)}"
         text = _COLUMNS_HEAD.format(MARKS[player]) + _column_words(state, player)
         return text + _drop_words(state, player) if self.layout == "threats" else text
-
-    def view_message(self, view: dict[str, Any]) -> str:
-        """The turn message of ``view``'s board for its player, in this game's layout."""
-        return self.turn_message(_state_of(view["board"], view["me"]), view["me"])
 
     def player_view(self, state: ConnectFourState, player: int) -> dict:
         """board: 42 cells, ``7 * row + column`` with row 0 the bottom, -1 empty else the player index;

@@ -1,7 +1,7 @@
 """What the two games of marks on a board share (TicTacToe, Connect Four): two players, no chance, a board
-layout chosen by the ``board`` option, a rules prompt naming each player's mark, and the final board with
-the verdict at the end. Each game declares its facts as data (``MARKS``, ``BOARDS``, ``PROMPT``, ``DRAWN``,
-``WON``) and keeps its own rules and texts."""
+layout chosen by the ``board`` option, a rules prompt naming each player's mark, the final board with the
+verdict at the end, and a served view's board told as a turn message. Each game declares its facts as data
+(``MARKS``, ``BOARDS``, ``PROMPT``, ``DRAWN``, ``WON``) and keeps its own rules and texts."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class MarkGame(TextGame):
     PROMPT: ClassVar[str]  # the rules, with {me}, {mark}, {other} and {other_mark}
     DRAWN: ClassVar[str]  # the verdict of a full board without a winner
     WON: ClassVar[str]  # the verdict of a win, with {player}
-    state_class: ClassVar[type]
+    state_class: ClassVar[type]  # its states, with ``from_view(board, player)``
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -41,3 +41,7 @@ class MarkGame(TextGame):
     def outcome_reason(self, state: Any) -> str:
         verdict = self.DRAWN if state.winner is None else self.WON.format(player=state.winner)
         return f"Final board:\n{self.render(state)}\n{verdict}"
+
+    def view_message(self, view: dict[str, Any]) -> str:
+        """The turn message of ``view``'s board for its player, in this game's layout."""
+        return self.turn_message(self.state_class.from_view(view["board"], view["me"]), view["me"])

@@ -36,6 +36,14 @@ class TicTacToeState:
         self.winner: int | None = None
         self.moves = 0
 
+    @classmethod
+    def from_view(cls, board: list[int], player: int) -> TicTacToeState:
+        """The state with ``board`` and ``player`` to act (a served view's board)."""
+        state = cls()
+        state.board, state.current_player = list(board), player
+        state.moves = sum(cell != EMPTY for cell in board)
+        return state
+
     def legal_actions(self) -> list[int]:
         if self.current_player == TERMINAL:
             return []
@@ -132,12 +140,6 @@ class TicTacToe(MarkGame):
             text = _CELLS_HEAD.format(MARKS[player]) + "".join(words)
             return text + _line_words([w[-1] for w in words]) if self.layout == "lines" else text
         return f"Board (you are '{MARKS[player]}'; numbers are empty cells):\n{self.render(state)}"
-
-    def view_message(self, view: dict[str, Any]) -> str:
-        """The turn message of ``view``'s board for its player, in this game's layout."""
-        state = TicTacToeState()
-        state.board, state.current_player = list(view["board"]), view["me"]
-        return self.turn_message(state, view["me"])
 
     def player_view(self, state: TicTacToeState, player: int) -> dict:
         """board: 9 cells, -1 empty else the player index; me: your index."""
