@@ -213,6 +213,22 @@ def test_the_leaderboard_reads_the_exploitability_the_run_reported(finished_run)
     assert column == pytest.approx(final["eval/kuhn_exploitability_at_eval_t"], abs=1e-6)
 
 
+def test_the_warm_start_plays_the_texts_it_learned(finished_run):
+    """warm_start/ records how it reads each game, as a checkpoint does: given the plain TicTacToe id, its seat is
+    shown the recipe's layout and the latest message alone, as in its warm start."""
+    from spiral_arena.agents import make_agent
+    from spiral_arena.play import reading
+    from spiral_arena.registry import GameSpec
+
+    warm = json.loads((finished_run / "warm_start" / SETTINGS_FILE).read_text())
+    step = json.loads((finished_run / "checkpoints" / "step_000002" / SETTINGS_FILE).read_text())
+    assert warm["kind"] == "spiral-arena sft" and warm["step"] == 0
+    for key in ("games", "obs_format", "prompt_template", "sampling"):
+        assert warm[key] == step[key], key
+    seat = reading(make_agent(f"hf:{finished_run / 'warm_start'}"), GameSpec.parse("TicTacToe-v0")).text
+    assert seat == {"board": "lines", "obs_format": "last"}
+
+
 def test_resume_continues_exactly(finished_run, tmp_path):
     """Crash after the step-2 checkpoint, resume: the same metrics and weights as never stopping."""
     out = tmp_path / "resumed"

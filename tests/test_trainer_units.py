@@ -521,3 +521,29 @@ def test_resume_names_the_missing_file_when_no_checkpoint_is_complete(tmp_path, 
         f"spiral-arena train: error: resume: {two / checkpoint.STATE_FILE} is missing, and no earlier checkpoint is "
         "complete; drop --resume to start a new run\n"
     )
+
+
+def test_the_bar_counts_the_time_limit_from_the_runs_start_warm_start_included():
+    """A run 100 s from its deadline has used 200 s of a 300 s limit, whatever its RL steps took (time_s)."""
+    import time
+
+    from trainers.metrics import progress_bar
+
+    bar = progress_bar(TrainConfig.build({"time_limit_s": 300}), 0, enabled=True, deadline=time.monotonic() + 100)
+    bar.update({"time_s": 12.0})
+    assert bar.bar.postfix in ("time=200/300s", "time=199/300s")
+    bar.close()
+    assert "time" not in (progress_bar(TrainConfig.build({}), 0, enabled=True).bar.postfix or "")
+
+
+def test_bf16_is_emulated_on_a_cpu_whose_flags_name_no_bf16_instructions(tmp_path):
+    import torch
+
+    from trainers.learner import emulated_bf16
+
+    cpu = torch.device("cpu")
+    for flags, emulated in (("fma avx avx2", True), ("avx2 avx512f avx512_bf16", False), ("avx2 amx_bf16", False)):
+        (tmp_path / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+        assert emulated_bf16(cpu, str(tmp_path / "cpuinfo")) is emulated, flags
+    assert emulated_bf16(cpu, str(tmp_path / "absent")) is False  # unreadable: no warning
+    assert emulated_bf16(torch.device("meta"), str(tmp_path / "cpuinfo")) is False  # not a CPU

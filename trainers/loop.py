@@ -51,7 +51,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     run = start_run(config, progress)  # 0. the model, its engine, the warm start, or the checkpoint resumed
     ddp = run.ddp
     started = time.monotonic()
-    bar = progress_bar(config, run.start, progress and ddp.main)
+    bar = progress_bar(config, run.start, progress and ddp.main, run.deadline)
     evaluate_start(run, bar, started)
     source = rollout_source(run)
     step, out_of_time, due = run.start, False, False

@@ -4,6 +4,7 @@ and wandb, the progress bar, and the per-step rollout statistics."""
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -117,10 +118,12 @@ class MetricsLog:
 class progress_bar:  # noqa: N801 - used like tqdm
     """A tqdm bar over steps, with its ETA, showing the latest key numbers (and the time limit, if any)."""
 
-    def __init__(self, config: TrainConfig, start: int, enabled: bool) -> None:
+    def __init__(self, config: TrainConfig, start: int, enabled: bool, deadline: float | None = None) -> None:
+        """``deadline``: when ``time_limit_s`` runs out (``time.monotonic``), counted from the run's start, warm
+        start included: the bar shows the seconds of it used, not the seconds since the first RL step."""
         from tqdm import tqdm
 
-        self.time_limit_s = config.time_limit_s
+        self.time_limit_s, self.deadline = config.time_limit_s, deadline
         self.bar = tqdm(total=config.steps, initial=start, disable=not enabled, unit="step", dynamic_ncols=True)
 
     def update(self, metrics: dict[str, Any]) -> None:
@@ -129,8 +132,8 @@ class progress_bar:  # noqa: N801 - used like tqdm
         for key in ("eval/kuhn_exploitability", "loss", "kl"):
             if key in metrics:
                 shown[key.split("/")[-1]] = f"{metrics[key]:.3f}"
-        if self.time_limit_s > 0:
-            shown["time"] = f"{metrics['time_s']:.0f}/{self.time_limit_s:.0f}s"
+        if self.deadline is not None:
+            shown["time"] = f"{self.time_limit_s - (self.deadline - time.monotonic()):.0f}/{self.time_limit_s:.0f}s"
         self.bar.set_postfix(shown, refresh=False)
         self.bar.refresh()
 

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from spiral_arena.agents import make_agent
-from spiral_arena.models import loading
-from spiral_arena.models.checkpoints import ADAPTER_FILE
+from spiral_arena.models import Sampling, loading
+from spiral_arena.models.checkpoints import ADAPTER_FILE, write_record
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.play import reading
@@ -29,7 +29,7 @@ from trainers import checkpoint, rundir
 from trainers.config import ModelConfig, RunConfig, TrainConfig
 from trainers.distributed import Distributed, optimizer_loader, select_device, shard
 from trainers.evaluate import NOTES
-from trainers.learner import autocast, lr_factor
+from trainers.learner import autocast, emulated_bf16, lr_factor
 from trainers.metrics import MetricsLog
 from trainers.pool import OpponentPool
 from trainers.rae import RAE
@@ -85,6 +85,12 @@ def start_run(config: TrainConfig, progress: bool) -> Run:
     deadline = began + config.time_limit_s if config.time_limit_s > 0 else None
     device = select_device(config.device)
     ddp = Distributed(device)
+    if config.bf16 and ddp.main and emulated_bf16(device):
+        print(
+            "WARNING: bf16 on a CPU without native bf16 (neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo): torch "
+            "emulates it, an order of magnitude slower than fp32 (18x on a 2-core AVX2 CPU); train with --no-bf16 here",
+            file=sys.stderr,
+        )
     check_ranks(config, ddp.world)
     run_dir = make_run_dir(config, ddp)
     torch.manual_seed(config.seed)
@@ -296,6 +302,14 @@ def keep_reference(config: TrainConfig, run_dir: Path, model, tokenizer, previou
     if previous is None and ddp.main and (config.sft_steps > 0 or anchored):
         model.save_pretrained(warm_dir)
         tokenizer.save_pretrained(warm_dir)
+        # how it reads each game (as the run's checkpoints record it), so play, leaderboard and the web page give
+        # the warm start the texts it learned, not the plain ones
+        write_record(
+            warm_dir, "spiral-arena sft", ((spec, config.obs_format) for spec in warm_start_games(config)[0]),
+            config.prompt_template, config.obs_format, config.thinking, step=0,
+            base_model=base_model_path(config, run_dir),
+            sampling=Sampling(config.eval_temperature, config.top_p, config.max_new_tokens).as_dict(),
+        )  # fmt: skip
     if not anchored:
         return None
     if previous is None:
