@@ -142,9 +142,9 @@ def grpo_settings(config: Any, shares: list[float], group_size: int, turns: floa
 
 def train_trl(run: Path, overrides: dict[str, Any], peer: Path, group_size: int = GROUP_SIZE) -> None:
     """TRL's ``GRPOTrainer`` on ``overrides`` (the recipe's overrides, as ``peer``'s run got them) from ``peer``'s
-    warm start, in this process: writes ``run``'s config.json, metrics.jsonl (one row per step: its seconds, the
-    rollout's share, the turns trained and played, TRL's logged numbers; the last row with the evaluation),
-    grpo.json, first_prompts.json and the final model in ``run/final``."""
+    warm start (its base model when it had none), in this process: writes ``run``'s config.json, metrics.jsonl (one
+    row per step: its seconds, the rollout's share, the turns trained and played, TRL's logged numbers; the last row
+    with the evaluation), grpo.json, first_prompts.json and the final model in ``run/final``."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
     from dataclasses import asdict
 
@@ -156,6 +156,7 @@ def train_trl(run: Path, overrides: dict[str, Any], peer: Path, group_size: int 
     from spiral_arena.agents.hf import HFAgent
     from spiral_arena.integrations.trl import selfplay_reward, selfplay_rollout_func
     from spiral_arena.models.checkpoints import SETTINGS_FILE, read_settings
+    from spiral_arena.models.named import local_dir
     from spiral_arena.models.policy import Policy
     from spiral_arena.models.prompting import stop_token_ids
     from spiral_arena.rollout import parse_mixture
@@ -164,6 +165,7 @@ def train_trl(run: Path, overrides: dict[str, Any], peer: Path, group_size: int 
     from trainers.distributed import select_device
     from trainers.evaluate import evaluate
     from trainers.learner import autocast
+    from trainers.start import base_model_path
 
     config = TrainConfig.build({**overrides, "output_dir": str(run)})
     specs, weights = parse_mixture(config.games, config.game_weights)
@@ -180,6 +182,8 @@ def train_trl(run: Path, overrides: dict[str, Any], peer: Path, group_size: int 
     rows = [{"prompt": game} for game, n in zip(games, counts, strict=True) for _ in range(n)]
 
     warm = peer / "warm_start"
+    if not warm.exists():  # a peer run with no warm start: TRL starts from the same base model
+        warm = Path(local_dir(base_model_path(config, peer)))
     tokenizer = AutoTokenizer.from_pretrained(warm)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

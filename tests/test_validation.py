@@ -137,7 +137,7 @@ def test_rae_decay_zero_is_valid():
         ("backend", "hf, vllm"),
         ("prompt_template", "spiral, bare, questioner"),
         ("obs_format", '"", full, first_last, last'),
-        ("recipe", "auto, tiny, spiral, delta-belief-4b"),
+        ("recipe", "auto, tiny, smollm2-135m, spiral, delta-belief-4b"),
     ],
 )
 def test_choices(capsys, workdir, field, valid):

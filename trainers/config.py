@@ -53,6 +53,7 @@ class RunConfig:
     recipe: str = knob(
         "auto", choices=("auto", *RECIPES),
         help=""""tiny" (the CPU recipe of the embedded model), "spiral" (the paper's settings: the defaults below),
+        "smollm2-135m" (SmolLM2-135M-Instruct self-play on a 2-core CPU within an hour, vLLM rollouts),
         "delta-belief-4b" (delta-belief-rl's 20 Questions run: Qwen3-4B SFT questioner, LoRA, vLLM, a Qwen3-14B judge at
         $OPENAI_BASE_URL), or "auto": tiny when model is "tiny", else spiral. Flags and config keys override the
         recipe's values.""",
