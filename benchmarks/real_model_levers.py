@@ -55,26 +55,32 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3g} [{min(values):.3g}, {max(values):.3g}]" if values else "-"
 
 
+def peak_run(name: str, command: list[str], log: Path) -> tuple[float, float]:
+    """Run ``command`` to the end (output to ``log``): its wall seconds and its own peak memory in GiB (that
+    child's max RSS); ``name`` says whose run failed."""
+    started = time.monotonic()
+    with log.open("w") as sink:
+        child = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{name}: failed (exit {os.waitstatus_to_exitcode(status)}):\n{log.read_text()[-3000:]}")
+    return time.monotonic() - started, usage.ru_maxrss / 2**20
+
+
 def run_lever(name: str, model: str, steps: int, seed: int, out: Path) -> dict:
     """One lever's run in a fresh process: its steps' rates and its peak memory (that process's max RSS)."""
     command = [sys.executable, "-m", "trainers", "--model", model, "--output-dir", str(out), "--steps", str(steps),
                "--seed", str(seed), *TEXTS, *LEVERS[name]]  # fmt: skip
-    log = out.with_suffix(".log")
-    started = time.monotonic()
-    with log.open("w") as sink:
-        child = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak memory
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{name}: train failed (exit {os.waitstatus_to_exitcode(status)}):\n{log.read_text()[-3000:]}")
+    wall_s, peak_gib = peak_run(name, command, out.with_suffix(".log"))
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     later = [r for r in rows if r["step"] > 1 and r.get("trained")]
     return {
         "lever": name,
-        "wall_s": time.monotonic() - started,
+        "wall_s": wall_s,
         "update_s_per_turn": [r["update_s"] / r["trained"] for r in later],
         "update_s": [r["update_s"] for r in later],
         "rollout_tokens_per_s": [r["generated_tokens_per_s"] for r in later],
-        "peak_gib": usage.ru_maxrss / 2**20,
+        "peak_gib": peak_gib,
     }
 
 

@@ -55,8 +55,8 @@ def finished(run: Path) -> bool:
 def train(run: Path, seed: int, settings: Sequence[str]) -> None:
     """The recipe's run of ``seed`` in a fresh process, with ``settings`` (``KEY=VALUE``, config keys) over it; its
     wall seconds in wall.json."""
-    flags = [part for setting in settings for part in ("--" + setting.split("=", 1)[0].replace("_", "-"),
-                                                       setting.split("=", 1)[1])]  # fmt: skip
+    pairs = [setting.partition("=") for setting in settings]
+    flags = [part for key, _, value in pairs for part in ("--" + key.replace("_", "-"), value)]
     command = [sys.executable, "-m", "trainers", "--recipe", RECIPE, "--seed", str(seed), "--output-dir", str(run),
                "--overwrite", *flags]  # fmt: skip
     began = time.monotonic()

@@ -22,32 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from real_model_levers import LEVERS, TEXTS, spread
+from real_model_levers import LEVERS, TEXTS, peak_run, spread
 from rich.console import Console
 from rich.table import Table
 
 from trainers.flags import add_arguments, from_arguments
 
 HERE = Path(__file__).resolve().parent
-
-
-def peak_run(command: list[str], log: Path) -> tuple[float, float]:
-    """Run ``command`` to the end (output to ``log``): its wall seconds and its own peak memory in GiB."""
-    started = time.monotonic()
-    with log.open("w") as sink:
-        child = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{command[:3]} failed (exit {os.waitstatus_to_exitcode(status)}):\n{log.read_text()[-3000:]}")
-    return time.monotonic() - started, usage.ru_maxrss / 2**20
 
 
 def steps_of(run: Path) -> list[dict]:
@@ -78,7 +64,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ours = Path(tmp) / "ours"
         command = [sys.executable, "-m", "trainers", "--output-dir", str(ours), *flags]
-        wall, peak = peak_run(command, ours.with_suffix(".log"))
+        wall, peak = peak_run("ours", command, ours.with_suffix(".log"))
         results["ours"] = {"steps": steps_of(ours), "wall_s": wall, "peak_gib": peak}
         Console().print(f"ours: done in {wall:.0f} s")
         flag_parser = argparse.ArgumentParser()
@@ -89,7 +75,7 @@ def main() -> None:
             f"import json, sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
             "from trl_peer import train_trl; train_trl(Path(sys.argv[1]), json.loads(sys.argv[2]), Path(sys.argv[3]))"
         )
-        wall, peak = peak_run([sys.executable, "-c", code, str(trl), json.dumps(overrides), str(ours)],
+        wall, peak = peak_run("trl", [sys.executable, "-c", code, str(trl), json.dumps(overrides), str(ours)],
                               trl.with_suffix(".log"))  # fmt: skip
         results["trl"] = {"steps": steps_of(trl), "wall_s": wall, "peak_gib": peak}
         Console().print(f"trl: done in {wall:.0f} s")
