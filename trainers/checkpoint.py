@@ -61,27 +61,32 @@ def save(
         tmp / STATE_FILE,
     )
     config = extra.get("config", {})
-    obs_format = config.get("obs_format", "")
-    write_record(
+    write_run_record(
         tmp,
         "spiral-arena checkpoint",
-        ((GameSpec.parse(game), obs_format) for game in config.get("games", "").split(",") if game),
-        config.get("prompt_template", "spiral"),
-        obs_format,
-        config.get("thinking", True),
+        config,
+        [GameSpec.parse(game) for game in config.get("games", "").split(",") if game],
         step=step,
         base_model=extra.get("base_model", ""),  # what a LoRA adapter checkpoint applies to
         # a run cut by its time limit: whoever plays or ranks this checkpoint is told (``Trained.reading``)
         **({"stopped_early": extra["stopped_early"]} if extra.get("stopped_early") else {}),
-        # how the run evaluated it: hf:/vllm:PATH play with these unless told otherwise, so a checkpoint
-        # plays as well as the run's own evaluation said
-        sampling=Sampling(
-            config.get("eval_temperature", 1.0), config.get("top_p", 1.0), config.get("max_new_tokens", 256)
-        ).as_dict(),
     )
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final
+
+
+def write_run_record(directory: Path, kind: str, config: dict, games: list[GameSpec], **fields) -> None:
+    """The record (``write_record``) of a model a run saved, from the run's ``config`` (as config.json holds it):
+    how it reads ``games``, and how the run evaluated it (hf:/vllm:PATH play with that sampling unless told
+    otherwise, so a saved model plays as well as the run's own evaluation said)."""
+    obs_format = config.get("obs_format", "")
+    get = config.get
+    sampling = Sampling(get("eval_temperature", 1.0), get("top_p", 1.0), get("max_new_tokens", 256))
+    write_record(
+        directory, kind, ((spec, obs_format) for spec in games), config.get("prompt_template", "spiral"), obs_format,
+        config.get("thinking", True), **fields, sampling=sampling.as_dict(),
+    )  # fmt: skip
 
 
 def problem(path: Path) -> str | None:

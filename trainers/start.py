@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from spiral_arena.agents import make_agent
-from spiral_arena.models import Sampling, loading
-from spiral_arena.models.checkpoints import ADAPTER_FILE, write_record
+from spiral_arena.models import loading
+from spiral_arena.models.checkpoints import ADAPTER_FILE
 from spiral_arena.models.policy import Policy
 from spiral_arena.models.prompting import stop_token_ids
 from spiral_arena.play import reading
@@ -304,12 +304,10 @@ def keep_reference(config: TrainConfig, run_dir: Path, model, tokenizer, previou
         tokenizer.save_pretrained(warm_dir)
         # how it reads each game (as the run's checkpoints record it), so play, leaderboard and the web page give
         # the warm start the texts it learned, not the plain ones
-        write_record(
-            warm_dir, "spiral-arena sft", ((spec, config.obs_format) for spec in warm_start_games(config)[0]),
-            config.prompt_template, config.obs_format, config.thinking, step=0,
+        checkpoint.write_run_record(
+            warm_dir, "spiral-arena sft", asdict(config), warm_start_games(config)[0], step=0,
             base_model=base_model_path(config, run_dir),
-            sampling=Sampling(config.eval_temperature, config.top_p, config.max_new_tokens).as_dict(),
-        )  # fmt: skip
+        )
     if not anchored:
         return None
     if previous is None:
