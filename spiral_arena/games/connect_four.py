@@ -21,15 +21,14 @@ import re
 from typing import Any
 
 from spiral_arena.core.actions import InvalidMove, choose
-from spiral_arena.core.game import TERMINAL, Message, winner_returns
+from spiral_arena.core.game import TERMINAL, Message
 from spiral_arena.core.readback import PositionUnreadable, latest_turn
-from spiral_arena.games.marks import MarkGame
+from spiral_arena.games.marks import EMPTY, MarkGame, MarkState
 
 # ---- rules ------------------------------------------------------------------------------
 
 ROWS, COLUMNS = 6, 7
 CELLS = ROWS * COLUMNS
-EMPTY = -1
 
 
 def _lines() -> tuple[tuple[int, int, int, int], ...]:
@@ -55,16 +54,15 @@ def completes_four(board: list[int], cell: int, player: int) -> bool:
     return any(board[a] == board[b] == board[c] == player for a, b, c in _PARTNERS[cell])
 
 
-class ConnectFourState:
+class ConnectFourState(MarkState):
     """Board of 42 cells holding EMPTY or the player index that dropped there; ``heights`` counts the
     pieces in each column, so a column's next piece lands on cell ``7 * height + column``."""
 
+    CELLS = CELLS
+
     def __init__(self) -> None:
-        self.board = [EMPTY] * CELLS
+        super().__init__()
         self.heights = [0] * COLUMNS
-        self.current_player = 0
-        self.winner: int | None = None
-        self.moves = 0
 
     @classmethod
     def from_view(cls, board: list[int], player: int) -> ConnectFourState:
@@ -85,20 +83,8 @@ class ConnectFourState:
         if player == TERMINAL or not 0 <= column < COLUMNS or heights[column] == ROWS:
             raise ValueError(f"column {column} is not a legal move")
         cell = COLUMNS * heights[column] + column
-        self.board[cell] = player
         heights[column] += 1
-        self.moves += 1
-        if completes_four(self.board, cell, player):
-            self.winner = player
-            self.current_player = TERMINAL
-            return
-        self.current_player = TERMINAL if self.moves == CELLS else 1 - player
-
-    def is_terminal(self) -> bool:
-        return self.current_player == TERMINAL
-
-    def returns(self) -> tuple[float, float]:
-        return winner_returns(self.winner)
+        self.mark(cell, player, completes_four(self.board, cell, player))
 
     def completing_columns(self, player: int) -> list[int]:
         """The columns, not full, where a piece of ``player`` would land and make four in a line."""

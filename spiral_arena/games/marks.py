@@ -1,7 +1,8 @@
 """What the two games of marks on a board share (TicTacToe, Connect Four): two players, no chance, a board
 layout chosen by the ``board`` option, a rules prompt naming each player's mark, the final board with the
-verdict at the end, and a served view's board told as a turn message. Each game declares its facts as data
-(``MARKS``, ``BOARDS``, ``PROMPT``, ``DRAWN``, ``WON``) and keeps its own rules and texts."""
+verdict at the end, and a served view's board told as a turn message; their states share the board, the turn and
+the end of a game. Each game declares its facts as data (``MARKS``, ``BOARDS``, ``PROMPT``, ``DRAWN``, ``WON``)
+and keeps its own rules (where a mark lands, what makes a line) and texts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,38 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from spiral_arena.core.game import TextGame
+from spiral_arena.core.game import TERMINAL, TextGame, winner_returns
+
+EMPTY = -1  # a cell no player has marked
+
+
+class MarkState:
+    """A board of ``CELLS`` cells holding ``EMPTY`` or the index of the player who marked it, and whose turn it is.
+    A game's state class says where a move's mark lands and whether it made a line; ``mark`` ends the turn."""
+
+    CELLS: ClassVar[int]
+
+    def __init__(self) -> None:
+        self.board = [EMPTY] * self.CELLS
+        self.current_player = 0
+        self.winner: int | None = None
+        self.moves = 0
+
+    def mark(self, cell: int, player: int, made_a_line: bool) -> None:
+        """``player``'s mark on ``cell``: the game ends on a line or on a full board, else the other player moves."""
+        self.board[cell] = player
+        self.moves += 1
+        if made_a_line:
+            self.winner = player
+            self.current_player = TERMINAL
+        else:
+            self.current_player = TERMINAL if self.moves == self.CELLS else 1 - player
+
+    def is_terminal(self) -> bool:
+        return self.current_player == TERMINAL
+
+    def returns(self) -> tuple[float, float]:
+        return winner_returns(self.winner)
 
 
 class MarkGame(TextGame):

@@ -16,25 +16,22 @@ import re
 from typing import Any
 
 from spiral_arena.core.actions import choose
-from spiral_arena.core.game import TERMINAL, Message, winner_returns
+from spiral_arena.core.game import TERMINAL, Message
 from spiral_arena.core.readback import PositionUnreadable, latest_turn
-from spiral_arena.games.marks import MarkGame
+from spiral_arena.games.marks import EMPTY, MarkGame, MarkState
 
 # ---- rules ------------------------------------------------------------------------------
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 LINES_THROUGH = tuple(tuple(line for line in LINES if cell in line) for cell in range(9))
-EMPTY = -1
+# For each cell, the other two cells of each line through it: what a mark there completes.
+_PARTNERS = tuple(tuple(tuple(c for c in line if c != cell) for line in LINES_THROUGH[cell]) for cell in range(9))
 
 
-class TicTacToeState:
+class TicTacToeState(MarkState):
     """Board of 9 cells holding EMPTY or the player index that marked it."""
 
-    def __init__(self) -> None:
-        self.board = [EMPTY] * 9
-        self.current_player = 0
-        self.winner: int | None = None
-        self.moves = 0
+    CELLS = 9
 
     @classmethod
     def from_view(cls, board: list[int], player: int) -> TicTacToeState:
@@ -53,20 +50,8 @@ class TicTacToeState:
         board, player = self.board, self.current_player
         if player == TERMINAL or not 0 <= cell < 9 or board[cell] != EMPTY:
             raise ValueError(f"cell {cell} is not a legal move")
-        board[cell] = player
-        self.moves += 1
-        for a, b, c in LINES_THROUGH[cell]:
-            if board[a] == board[b] == board[c]:
-                self.winner = player
-                self.current_player = TERMINAL
-                return
-        self.current_player = TERMINAL if self.moves == 9 else 1 - player
-
-    def is_terminal(self) -> bool:
-        return self.current_player == TERMINAL
-
-    def returns(self) -> tuple[float, float]:
-        return winner_returns(self.winner)
+        line = any(board[a] == board[b] == player for a, b in _PARTNERS[cell])
+        self.mark(cell, player, line)
 
 
 # ---- text -------------------------------------------------------------------------------
