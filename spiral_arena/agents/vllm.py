@@ -13,7 +13,8 @@ from spiral_arena.models.checkpoints import read_settings
 class VLLMAgent(ModelAgent):
     """A transformers model directory or training checkpoint (LoRA ones too) served by vLLM. The engine
     options (``max_model_len``, ``gpu_memory_utilization``, ``kv_cache_gib``, ``enforce_eager``) can be
-    written in the spec, e.g. ``vllm:PATH#kv_cache_gib=1``."""
+    written in the spec, e.g. ``vllm:PATH#kv_cache_gib=1``; without ``enforce_eager`` the engine skips torch.compile
+    on CPU only (``VLLMSettings``)."""
 
     def __init__(
         self,
@@ -25,7 +26,7 @@ class VLLMAgent(ModelAgent):
         max_model_len: int = 0,
         gpu_memory_utilization: float = 0.45,
         kv_cache_gib: float = 0.0,
-        enforce_eager: bool = False,
+        enforce_eager: bool | None = None,
         **reads: Any,
     ) -> None:
         reads = self.read_options(f"vllm:{path}", reads)  # before anything loads

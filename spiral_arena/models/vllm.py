@@ -77,8 +77,9 @@ class VLLMSettings:
     ``CPU_KV_CACHE_GIB`` on CPU (where vLLM would otherwise take that share of host memory)."""
     sleep: bool = False
     """Sleep during the trainer's updates where the platform supports it."""
-    enforce_eager: bool = False
-    """Skip torch.compile (builds in seconds instead of a minute; generation may be slower)."""
+    enforce_eager: bool | None = None
+    """Skip torch.compile (builds in seconds instead of a minute; generation may be slower). None: skipped on CPU,
+    where compiling SmolLM2 took 72 s against 11 s and sampled no faster (docs/results/real-model.md), kept on GPUs."""
 
 
 def request_seeds(seed: int, n: int) -> list[int]:
@@ -176,7 +177,7 @@ class VLLMEngine:
             "enable_prefix_caching": True,
             "logprobs_mode": "processed_logprobs",  # after temperature and top-p, like the hf engine's
             "seed": settings.seed + rank,
-            "enforce_eager": settings.enforce_eager,
+            "enforce_eager": current_platform.is_cpu() if settings.enforce_eager is None else settings.enforce_eager,
             **options,
         }
         self.llm = vllm.LLM(**self.options)
