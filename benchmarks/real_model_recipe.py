@@ -22,6 +22,7 @@ invalid answers at most 1% in every game. Model agents are ``vllm:`` (run it wit
 
     .venv-vllm/bin/python benchmarks/real_model_recipe.py --seeds 3 --out runs/smollm2   # trains (~1 h a seed), reads
     .venv-vllm/bin/python benchmarks/real_model_recipe.py --seeds 1 --out runs/smollm2 --games 40 --samples 50
+    .venv-vllm/bin/python benchmarks/real_model_recipe.py --first-seed 1 --seeds 2 --no-zero-shot   # seeds 1 and 2
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ def table(rows: list[dict], baseline: int, games: int) -> Table:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/smollm2"), help="one run a seed: OUT/seed0, ...")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="how many seeds: FIRST, FIRST+1, ...")
+    parser.add_argument("--first-seed", type=int, default=0, metavar="FIRST", help="the first seed's number")
     parser.add_argument("--games", type=int, default=200, help="games against random in TicTacToe and the negotiation")
     parser.add_argument("--samples", type=int, default=200, help="answers sampled at each Kuhn information state")
     parser.add_argument("--temperature", type=float, default=0.6)
@@ -157,11 +159,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if min(args.seeds, args.games, args.samples) < 1:
         parser.error("--seeds, --games and --samples must be at least 1")
+    if args.first_seed < 0:
+        parser.error(f"--first-seed must be 0 or more, got {args.first_seed}")
     if bad := [setting for setting in args.set if "=" not in setting]:
         parser.error(f"--set takes KEY=VALUE (a config key, as in spiral-arena train --help), got {bad[0]!r}")
     sampling = f"#temperature={args.temperature:g}"
     specs = [] if args.no_zero_shot else [f"{args.engine}:{RECIPE}#max_new_tokens=32{sampling}"]
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         run = args.out / f"seed{seed}"
         if not finished(run):
             train(run, seed, args.set)

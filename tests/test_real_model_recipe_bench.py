@@ -36,7 +36,11 @@ def test_one_agents_row_counts_its_games_answers_and_kuhn_samples(real_model):
 
 @pytest.mark.parametrize(
     ("flags", "error"),
-    [(["--games", "0"], "must be at least 1"), (["--set", "steps"], "--set takes KEY=VALUE")],
+    [
+        (["--games", "0"], "must be at least 1"),
+        (["--set", "steps"], "--set takes KEY=VALUE"),
+        (["--first-seed", "-1"], "--first-seed must be 0 or more"),
+    ],
 )
 def test_bad_flags_are_refused_saying_what_is_valid(flags, error):
     done = subprocess.run([sys.executable, str(SCRIPT), *flags], capture_output=True, text=True)
