@@ -395,7 +395,7 @@ def test_a_multi_round_run_says_its_exploitability_is_read_on_single_hands():
     from trainers.summary import eval_line, final_summary
 
     scores = {"eval/kuhn_exploitability": 0.3, "eval/KuhnPoker-v0/random/win": 0.6}
-    config = SimpleNamespace(steps=4, eval_temperature=0.6, eval_games=2)
+    config = SimpleNamespace(recipe="tiny", steps=4, eval_temperature=0.6, eval_games=2)
     single = eval_line(4, scores, ["KuhnPoker-v0"]) + final_summary(scores, 4, 60.0, config, ["KuhnPoker-v0"])
     assert "round" not in single.replace("Round", "")
     five = {**scores, "eval/kuhn_trained_rounds": 5}
@@ -414,11 +414,13 @@ def test_the_final_table_shows_the_invalid_rate_the_target_checks():
     game = "TicTacToe-v0:board=lines"
     scores = {f"eval/{game}/random/invalid": 0.004, f"eval/{game}/expert/invalid": 0.012}
     scores |= {f"eval/{game}/{o}/win": 0.5 for o in ("random", "expert")}
-    config = SimpleNamespace(steps=4, eval_temperature=0.6, eval_games=2)
+    config = SimpleNamespace(recipe="tiny", steps=4, eval_temperature=0.6, eval_games=2)
     summary = final_summary(scores, 4, 60.0, config, [game])
     row = next(line for line in summary.splitlines() if line.strip().startswith(game))
     assert row.split()[-1] == "0.8%"
     assert "invalid answers <= 1% in every game: 0.8% met" in summary
+    other = final_summary(scores, 4, 60.0, SimpleNamespace(**{**vars(config), "recipe": "smollm2-135m"}), [game])
+    assert "README targets" not in other and "0.8%" in other  # its targets are not the tiny recipe's
     assert "(invalid 1%)" in eval_line(4, scores, [game])  # 0.8% rounded in the one-line form
 
 
@@ -536,14 +538,29 @@ def test_the_bar_counts_the_time_limit_from_the_runs_start_warm_start_included()
     assert "time" not in (progress_bar(TrainConfig.build({}), 0, enabled=True).bar.postfix or "")
 
 
-def test_bf16_is_emulated_on_a_cpu_whose_flags_name_no_bf16_instructions(tmp_path):
-    import torch
+def test_cpu_bf16_is_native_only_where_its_flags_name_bf16_instructions(tmp_path):
+    from trainers.distributed import cpu_has_bf16
 
-    from trainers.learner import emulated_bf16
-
-    cpu = torch.device("cpu")
-    for flags, emulated in (("fma avx avx2", True), ("avx2 avx512f avx512_bf16", False), ("avx2 amx_bf16", False)):
+    for flags, native in (("fma avx avx2", False), ("avx2 avx512f avx512_bf16", True), ("avx2 amx_bf16", True)):
         (tmp_path / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
-        assert emulated_bf16(cpu, str(tmp_path / "cpuinfo")) is emulated, flags
-    assert emulated_bf16(cpu, str(tmp_path / "absent")) is False  # unreadable: no warning
-    assert emulated_bf16(torch.device("meta"), str(tmp_path / "cpuinfo")) is False  # not a CPU
+        assert cpu_has_bf16(str(tmp_path / "cpuinfo")) is native, flags
+    assert cpu_has_bf16(str(tmp_path / "absent")) is None  # unreadable: unknown, so no warning and no auto bf16
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\n")
+    assert cpu_has_bf16(str(tmp_path / "cpuinfo")) is None
+
+
+def test_bf16_auto_is_resolved_when_the_config_is_built(tmp_path):
+    """The default computes in bf16 only where this CPU has it; an explicit value stays; config files may say auto;
+    a wrong word names the three that are valid."""
+    from trainers.distributed import cpu_has_bf16
+    from trainers.flags import read_config_file
+
+    native = cpu_has_bf16() is True
+    assert TrainConfig.build({"model": "some/model", "device": "cpu"}).bf16 is native
+    assert TrainConfig.build({"model": "some/model", "device": "cpu", "bf16": "no"}).bf16 is False
+    assert TrainConfig.build({"device": "cpu", "bf16": True}).bf16 is True
+    assert TrainConfig.build({"device": "cpu"}).bf16 is False  # the tiny recipe's fp32
+    (tmp_path / "run.toml").write_text('bf16 = "auto"\ndevice = "cpu"\n')
+    assert TrainConfig.build(read_config_file(tmp_path / "run.toml")).bf16 is native
+    with pytest.raises(ConfigError, match="bf16: must be true, false or auto"):
+        TrainConfig.build({"bf16": "maybe"})

@@ -99,10 +99,12 @@ class ModelConfig:
         help=""""auto" (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N"; under torchrun a bare "cuda" is each
         rank's own GPU.""",
     )
-    bf16: bool = knob(
-        True,
-        help="""bf16 compute (autocast) for every forward pass, on any device; parameters, gradients and AdamW state
-        stay fp32 (an lr-1e-6 step is below bf16's resolution for most weights).""",
+    bf16: bool | None = knob(
+        None,
+        help="""bf16 compute (autocast) for every forward pass; parameters, gradients and AdamW state stay fp32 (an
+        lr-1e-6 step is below bf16's resolution for most weights). "auto" (the default): bf16 where the device computes
+        it natively (a GPU with bf16, a CPU with avx512_bf16 or amx_bf16), fp32 elsewhere (torch emulates bf16 on other
+        CPUs, 18x slower on a 2-core AVX2 one); resolved when the config is built, so config.json says which.""",
     )
     gradient_checkpointing: bool = knob(
         False,
@@ -599,6 +601,10 @@ class TrainConfig(
         config.validate(problems)
         if config.tis == "auto":  # resolved here, so config.json says which correction the run made
             config.tis = "truncate" if config.async_steps else "none"
+        if config.bf16 is None:  # likewise: config.json says whether the run computed in bf16
+            from trainers.distributed import native_bf16  # torch, imported only to build a training config
+
+            config.bf16 = native_bf16(config.device)
         return config
 
     def validate(self, problems: list[str] | None = None) -> None:

@@ -79,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group(section.__name__.removesuffix("Config").lower(), section.__doc__)
         for f in fields(section):
             flag, choices = "--" + f.name.replace("_", "-"), f.metadata["choices"]
-            if str(f.type) == "bool":
+            if str(f.type) in ("bool", "bool | None"):  # --bf16 / --no-bf16; leaving both out keeps "auto"
                 action = argparse.BooleanOptionalAction
                 group.add_argument(flag, dest=f.name, action=action, default=None, help=field_help(f.name))
             else:

@@ -9,7 +9,6 @@ import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -353,19 +352,6 @@ def autocast(config: ModelConfig, device: torch.device):
     Memory per parameter: 4 (fp32 weight) + 4 (grad) + 8 (AdamW) bytes, the same as bf16 weights
     with a separate fp32 master copy, and simpler."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16)
-
-
-def emulated_bf16(device: torch.device, cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """Whether bf16 compute on ``device`` is emulated: a CPU whose flags name neither avx512_bf16 nor amx_bf16.
-    There bf16 autocast made a SmolLM2 forward and backward 18x slower than fp32 (2-core AVX2 EPYC); with AVX-512
-    BF16 it made the update 1.8x faster (docs/results/real-model.md). False where the flags cannot be read."""
-    if device.type != "cpu":
-        return False
-    try:
-        flags = Path(cpuinfo).read_text()
-    except OSError:
-        return False
-    return "flags" in flags and not any(name in flags for name in ("avx512_bf16", "amx_bf16"))
 
 
 def lr_factor(config: LearnerConfig, step: int) -> float:

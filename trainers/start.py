@@ -27,9 +27,9 @@ from spiral_arena.registry import GameSpec
 from spiral_arena.rollout import EnvPool, parse_mixture
 from trainers import checkpoint, rundir
 from trainers.config import ModelConfig, RunConfig, TrainConfig
-from trainers.distributed import Distributed, optimizer_loader, select_device, shard
+from trainers.distributed import Distributed, cpu_has_bf16, optimizer_loader, select_device, shard
 from trainers.evaluate import NOTES
-from trainers.learner import autocast, emulated_bf16, lr_factor
+from trainers.learner import autocast, lr_factor
 from trainers.metrics import MetricsLog
 from trainers.pool import OpponentPool
 from trainers.rae import RAE
@@ -85,7 +85,7 @@ def start_run(config: TrainConfig, progress: bool) -> Run:
     deadline = began + config.time_limit_s if config.time_limit_s > 0 else None
     device = select_device(config.device)
     ddp = Distributed(device)
-    if config.bf16 and ddp.main and emulated_bf16(device):
+    if config.bf16 and ddp.main and device.type == "cpu" and cpu_has_bf16() is False:
         print(
             "WARNING: bf16 on a CPU without native bf16 (neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo): torch "
             "emulates it, an order of magnitude slower than fp32 (18x on a 2-core AVX2 CPU); train with --no-bf16 here",

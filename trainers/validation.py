@@ -67,12 +67,19 @@ def shown(value: Any) -> str:
     """A value as a user writes it in a flag or a TOML file."""
     if isinstance(value, bool):
         return str(value).lower()
+    if value is None:  # a bool field's "auto"
+        return "auto"
     return '""' if value == "" else str(value)
 
 
 def _coerce(kind: str, value: Any) -> tuple[Any, str | None]:
     """``value`` as a field of type ``kind`` wants it, or the problem. Strings are parsed (flags are
     text), whole floats are ints, and a bool is never taken for a number."""
+    if kind == "bool | None":  # a bool, or None ("auto") for the device to decide
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return None, None
+        value, problem = _coerce("bool", value)
+        return value, problem and problem.replace("true or false", "true, false or auto")
     if kind == "bool":
         if isinstance(value, bool):
             return value, None
