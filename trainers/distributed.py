@@ -59,7 +59,7 @@ def native_bf16(requested: str) -> bool:
     """Whether the device a run asks for (``auto``, ``cpu``, ``cuda``, ``cuda:N``) computes bf16 natively: a GPU
     that supports it, or a CPU with the flags of ``cpu_has_bf16`` (fp32 where they cannot be read)."""
     if requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available()):
-        return not torch.cuda.is_available() or torch.cuda.is_bf16_supported()
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     return bool(cpu_has_bf16())
 
 

@@ -237,13 +237,18 @@ class VLLMEngine:
         self.llm.llm_engine.engine_core.shutdown()
 
     def load_weights(self, model) -> None:
-        """Serve the learner's current weights (LoRA merged), then drop stale cached prefixes."""
+        """Serve the learner's current weights (LoRA merged) in the engine's dtype, then drop stale cached prefixes.
+        A bf16 engine gets each fp32 master weight cast on the way, as vLLM would cast it, but without its warning
+        for every tensor of every sync."""
+        import torch  # loaded with vLLM
+
         if self.asleep:
             self.llm.wake_up(tags=["weights"])
-        # tensors by reference; under FSDP gathered from the shards one at a time (every rank in step)
-        self.llm.collective_rpc(
-            "reload_weights", kwargs={"weights_iterator": served_tensors(model), "is_checkpoint_format": True}
-        )
+        dtype = getattr(torch, self.options["dtype"])
+        # one tensor at a time (by reference where the dtype is already the engine's); under FSDP gathered from the
+        # shards one at a time, every rank in step
+        weights = ((name, tensor.to(dtype)) for name, tensor in served_tensors(model))
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
         if self.asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
