@@ -265,7 +265,9 @@ def test_the_smollm2_recipe_trains_with_vllm_and_records_it(real_model, tmp_path
     assert (config["model"], config["backend"], config["bf16"]) == (REAL_MODEL, "vllm", cpu_has_bf16() is True)
     assert config["sft_agent"] == "random#per_state=true#kinds=true" and config["obs_format"] == "last"
     (row,) = [r for r in run_rows(run) if "loss" in r]
-    assert row["samples"] >= 4 and row["logprob_gap/mean"] < 0.05  # learner and engine agree on the sampled tokens
+    # learner and engine agree on the sampled tokens: to float rounding in fp32 (2e-6 a token in the recipe's runs),
+    # to bf16's on both sides where the CPU has it (0.006 over a 51-step run; 0.08 here, after a 2-step warm start)
+    assert row["samples"] >= 4 and row["logprob_gap/mean"] < (0.15 if config["bf16"] else 1e-3)
     checkpoint = run / "checkpoints" / "step_000001"
     before = transformers.AutoModelForCausalLM.from_pretrained(real_model).state_dict()
     after = transformers.AutoModelForCausalLM.from_pretrained(checkpoint).state_dict()

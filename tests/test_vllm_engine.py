@@ -10,6 +10,8 @@ batch, and after a weight sync vLLM samples from the learner (plain, tied-embedd
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 pytest.importorskip(
@@ -54,6 +56,11 @@ def tok(tiny):
 @pytest.fixture(scope="module")
 def engine(tiny, tok):
     return VLLMEngine(SETTINGS, tiny, stop_token_ids(tok))
+
+
+@pytest.fixture(scope="module")
+def bf16_engine(tiny, tok):  # module-scoped as the others: an engine let go mid-module takes vLLM state along
+    return VLLMEngine(dataclasses.replace(SETTINGS, dtype="bfloat16"), tiny, stop_token_ids(tok))
 
 
 @pytest.fixture(scope="module")
@@ -223,13 +230,10 @@ def test_after_a_sync_vllm_samples_from_the_learner(kind, tiny, tied, engine, ti
     served.load_weights(learner(path))  # the original weights again, for the other tests
 
 
-def test_a_bf16_engine_follows_an_fp32_learner_without_a_warning_a_tensor(tiny, tok, capfd):
+def test_a_bf16_engine_follows_an_fp32_learner_without_a_warning_a_tensor(tiny, tok, bf16_engine, capfd):
     """A trainer computing in bf16 serves bf16 while its master weights stay fp32: the sync casts each tensor, so
     vLLM follows the learner and does not log a warning for each of them at every step (it logged one a tensor)."""
-    import dataclasses
-
-    served = VLLMEngine(dataclasses.replace(SETTINGS, dtype="bfloat16"), tiny, stop_token_ids(tok))
-    model, prompts = learner(tiny), kuhn_prompts(tok, 4)
+    served, model, prompts = bf16_engine, learner(tiny), kuhn_prompts(tok, 4)
     before = largest_gap(served, model, prompts)
     perturbed(model)
     capfd.readouterr()
@@ -237,7 +241,6 @@ def test_a_bf16_engine_follows_an_fp32_learner_without_a_warning_a_tensor(tiny, 
     assert "Attempted to load weight" not in "".join(capfd.readouterr())
     after = largest_gap(served, model, prompts)
     assert after < 0.1 < largest_gap(served, learner(tiny), prompts), (before, after)  # it serves the new weights
-    served.close()
 
 
 def test_a_lora_learner_is_served_with_its_adapter_merged(tied, tied_engine, tok):
