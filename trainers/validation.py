@@ -78,8 +78,8 @@ def _coerce(kind: str, value: Any) -> tuple[Any, str | None]:
     if kind == "bool | None":  # a bool, or None ("auto") for the device to decide
         if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
             return None, None
-        value, problem = _coerce("bool", value)
-        return value, problem and problem.replace("true or false", "true, false or auto")
+        coerced, problem = _coerce("bool", value)
+        return coerced, problem and f"must be true, false or auto (or yes/no, 1/0), got {value!r}"
     if kind == "bool":
         if isinstance(value, bool):
             return value, None
